@@ -1,0 +1,1 @@
+"""Policies (who proposes candidates) and search (which candidates get evaluated)."""

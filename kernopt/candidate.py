@@ -1,0 +1,30 @@
+"""A candidate: file contents plus build and run knobs. What policies propose and evaluators judge."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+
+from pydantic import BaseModel, ConfigDict, Field
+
+
+class Candidate(BaseModel):
+    """One program to evaluate. Identity is the content hash of everything that affects the result."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    files: dict[str, str] = Field(description="Editable file path (relative to the task) -> full contents.")
+    cflags: list[str] = Field(default_factory=list, description="Extra compiler flags for the kernel object.")
+    defines: dict[str, str] = Field(default_factory=dict, description="Tunables, passed as -DNAME=value.")
+    threads: int | None = Field(None, description="OpenMP threads for timing; None = the task's default.")
+    ranks: int | None = Field(None, description="MPI ranks for timing; None = the task's default.")
+    bind: str | None = Field(None, description="Thread/rank binding: 'close', 'spread', 'none' (None = task default).")
+    parent: str | None = Field(None, description="Id of the candidate this was derived from.")
+    idea: str = Field("", description="One line saying what this candidate changes.")
+    author: str = Field("", description="Who proposed it: 'baseline', 'user', 'tuner', a model name.")
+
+    @property
+    def id(self) -> str:
+        """Stable content hash: two candidates with the same program and knobs share an id."""
+        key = self.model_dump(include={"files", "cflags", "defines", "threads", "ranks", "bind"})
+        return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

@@ -1,0 +1,200 @@
+"""The offline tuner: single, prior-ranked moves on the parent candidate. The verifier decides.
+
+Each move changes one thing (a pragma, a flag, a thread/rank count, a binding, a tunable define).
+Greedy refinement stacks them because the search hands back the best candidate as the next parent.
+The tuner may propose racy pragmas (verification rejects them); it only ever emits valid C.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from kernopt.agent.base import SearchState
+from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+from kernopt.candidate import Candidate
+from kernopt.task import Task
+
+_FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
+          ("-funroll-loops", 50.0, "unroll loops (-funroll-loops)"),
+          ("-O2", 36.0, "optimize at -O2 instead of the default level"))
+_FAST_MATH = ("-ffast-math", 68.0, "allow reassociation and vectorized FP reductions (-ffast-math)")
+_OMP_BIND = (("close", 42.0), ("spread", 38.0))
+_MPI_BIND = (("core", 42.0), ("none", 36.0))
+
+
+@dataclass(frozen=True)
+class Move:
+    """One proposed change: `changes` are Candidate fields to replace; higher `score` is tried first."""
+
+    score: float
+    idea: str
+    changes: dict[str, object] = field(default_factory=dict)
+
+
+class TunerPolicy:
+    """Offline tuner policy: OpenMP pragmas, compiler flags, threads/ranks/binding and tunables.
+
+    Proposals are derived from `state.parent`, exclude ids already seen, and are ordered by a fixed
+    prior; the same state always yields the same list.
+    """
+
+    name = "tuner"
+
+    def propose(self, state: SearchState, n: int) -> list[Candidate]:
+        parent = state.parent
+        moves = all_moves(state.task, parent, max(1, state.cores))
+        moves.sort(key=lambda m: -m.score)  # stable: ties keep generation order
+        seen = state.seen | {parent.id}
+        out: list[Candidate] = []
+        for move in moves:
+            if len(out) >= n:
+                break
+            cand = parent.model_copy(update={**move.changes, "parent": parent.id, "idea": move.idea,
+                                             "author": "tuner"}, deep=True)
+            if cand.id not in seen:
+                seen.add(cand.id)
+                out.append(cand)
+        return out
+
+
+def all_moves(task: Task, parent: Candidate, cores: int) -> list[Move]:
+    """Every single-step move applicable to the parent, unsorted."""
+    source = parent.files.get(task.kernel, "")
+    moves: list[Move] = []
+    if task.uses_openmp and task.language == "c" and source:
+        moves += pragma_moves(task.kernel, source, parent.files)
+    moves += flag_moves(task, parent)
+    if task.uses_openmp and "omp" in source:
+        moves += count_moves("threads", parent.threads, task.timing.threads, cores)
+        moves += bind_moves(parent, _OMP_BIND)
+    if task.uses_mpi:
+        moves += count_moves("ranks", parent.ranks, task.timing.ranks, cores)
+        moves += bind_moves(parent, _MPI_BIND)
+    moves += tunable_moves(task, parent)
+    return moves
+
+
+def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
+    """Loops in deeper nests (more work) first, each nest's outermost good loop before the inner ones.
+
+    Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
+    candidate, an obvious recurrence (x[i] written, x[j] read), a loop variable used in no subscript
+    (a time-step loop) and MPI calls in the body.
+    """
+    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size, 2000) / 400.0
+    ancestor = loops[loop.parent] if loop.parent is not None else None
+    while ancestor is not None:
+        if ancestor.parallelizable and _good(ancestor):
+            score -= 60.0
+            break
+        ancestor = loops[ancestor.parent] if ancestor.parent is not None else None
+    return score - (0.0 if _good(loop) else 50.0) - (60.0 if not loop.indexed else 0.0)
+
+
+def _good(loop: Loop) -> bool:
+    return loop.indexed and not loop.recurrence and not any(c.startswith("MPI_") for c in loop.calls)
+
+
+def clauses(loop: Loop, collapse: bool = False) -> str:
+    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable)."""
+    parts = []
+    ops: dict[str, list[str]] = {}
+    for op, var in loop.reductions:
+        ops.setdefault(op, []).append(var)
+    parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
+    private = [v for v in loop.private if not (collapse and v == loop.inner_var)]
+    if private:
+        parts.append(f"private({', '.join(private)})")
+    return "".join(" " + p for p in parts)
+
+
+def _schedules(irregular: bool) -> list[tuple[str, float]]:
+    """Schedule clauses with their offset from the plain parallel-for prior."""
+    if irregular:
+        return [("schedule(dynamic, 16)", 0.0), ("", -4.0), ("schedule(guided)", -6.0), ("schedule(static)", -40.0)]
+    return [("", 0.0), ("schedule(static)", -80.0), ("schedule(dynamic, 16)", -84.0), ("schedule(guided)", -88.0)]
+
+
+Edit = tuple[str | None, float, str]  # (new source or None if not applicable, score, idea)
+
+
+def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
+    """parallel for (with schedule / collapse variants), simd, and clause edits on existing pragmas."""
+    edits: list[Edit] = []
+    loops = analyze(source)
+    for loop in loops:
+        where = f"the {loop.var} loop (line {loop.line + 1})"
+        if loop.parallelizable:
+            edits += _parallel_edits(source, loop, where, parallel_prior(loop, loops))
+        elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
+            edits += _clause_edits(source, loop, where)
+        if loop.simdable:
+            score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence else 0.0)
+            pragma = f"#pragma omp simd{clauses(loop)}"
+            edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}"))
+    return [Move(score, idea, {"files": {**files, kernel: new}})
+            for new, score, idea in edits if new is not None and new != source]
+
+
+def _parallel_edits(source: str, loop: Loop, where: str, prior: float) -> list[Edit]:
+    """A new `parallel for` on the loop: schedule variants and collapse(2)."""
+    variants = [(f"{' ' + sched if sched else ''}{clauses(loop)}", prior + offset)
+                for sched, offset in _schedules(loop.triangular or loop.indirect)]
+    if loop.perfect:
+        variants.append((f" collapse(2){clauses(loop, True)}", prior - 6.0))
+    return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
+             f"add `#pragma omp parallel for{rest}` on {where}") for rest, score in variants]
+
+
+def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
+    """Add schedule / collapse / simd to an existing `parallel for` pragma on the loop."""
+    line = loop.omp[-1]
+    if line.endswith("\\") or "//" in line or "/*" in line:
+        return []
+    out: list[Edit] = []
+    if "schedule" not in line:
+        scores = ({"schedule(dynamic, 16)": 78.0, "schedule(guided)": 70.0, "schedule(static)": 40.0}
+                  if loop.triangular or loop.indirect else
+                  {"schedule(static)": 45.0, "schedule(dynamic, 16)": 44.0, "schedule(guided)": 40.0})
+        out += [(rewrite_pragma(source, loop, f"{line} {sched}"), score, f"use {sched} on {where}")
+                for sched, score in scores.items()]
+    inner_private = loop.inner_var and re.search(rf"private\([^)]*\b{re.escape(loop.inner_var)}\b", line)
+    if loop.perfect and "collapse" not in line and not inner_private:
+        out.append((rewrite_pragma(source, loop, re.sub(r"\bparallel\s+for\b", "parallel for collapse(2)", line, count=1)),
+                    74.0, f"collapse {where} with the loop inside it (collapse(2))"))
+    if loop.innermost and "simd" not in line and not loop.inner_omp:
+        out.append((rewrite_pragma(source, loop, re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)),
+                    60.0 - (30.0 if loop.recurrence else 0.0), f"vectorize {where} as well (parallel for simd)"))
+    return out
+
+
+def flag_moves(task: Task, parent: Candidate) -> list[Move]:
+    """Extra compiler flags not yet on the parent; -ffast-math only when the task allows it."""
+    flags = [*_FLAGS, _FAST_MATH] if task.verify.allow_fast_math else list(_FLAGS)
+    return [Move(score, idea, {"cflags": [*parent.cflags, flag]})
+            for flag, score, idea in flags if flag not in parent.cflags]
+
+
+def count_moves(knob: str, current: int | None, default: int, cores: int) -> list[Move]:
+    """Timing thread or rank counts among 1..cores (None means the task default)."""
+    effective = current or default
+    out = []
+    for value in sorted({cores, max(1, cores // 2), 1, default}, reverse=True):
+        if value == effective or (value > cores and value != default):
+            continue
+        score = 80.0 if value == cores and value > effective else 15.0 if value == 1 else 40.0
+        out.append(Move(score, f"time with {value} {knob}{' (task default)' if value == default else ''}",
+                        {knob: None if value == default else value}))
+    return out
+
+
+def bind_moves(parent: Candidate, options: tuple[tuple[str, float], ...]) -> list[Move]:
+    """Thread / rank binding variants."""
+    return [Move(score, f"bind {value}", {"bind": value}) for value, score in options if parent.bind != value]
+
+
+def tunable_moves(task: Task, parent: Candidate) -> list[Move]:
+    """Each task tunable value as a -D define, in the order the task lists them."""
+    return [Move(58.0, f"set {t.name}={v}", {"defines": {**parent.defines, t.name: str(v)}})
+            for t in task.tunables for v in t.values if parent.defines.get(t.name) != str(v)]

@@ -1,0 +1,243 @@
+"""The `kernopt` command line: thin wrappers that parse options and call the layers below.
+
+Heavy modules (numpy, scipy, tree-sitter) are imported inside commands so `kernopt --help` is instant.
+User mistakes end in one line on stderr and a non-zero exit; tracebacks are for bugs.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any, Optional, TypeVar
+
+import typer
+from rich.console import Console
+
+app = typer.Typer(add_completion=False, no_args_is_help=True, help="kernopt: verified kernel optimization.")
+task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task directories.")
+runs_app = typer.Typer(no_args_is_help=True, help="Review runs: what was tried, by whom, with what result.")
+app.add_typer(task_app, name="task")
+app.add_typer(runs_app, name="runs")
+
+out = Console()
+err = Console(stderr=True)
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def user_errors(fn: F) -> F:
+    """Turn the errors a user can cause into one line and an exit code."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernopt.errors import InfraError, UserError
+
+        try:
+            return fn(*args, **kwargs)
+        except UserError as e:
+            err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
+        except InfraError as e:
+            err.print(f"[bold red]infrastructure error:[/] {e}", highlight=False, soft_wrap=True)
+            raise typer.Exit(3) from None
+
+    return wrapper  # type: ignore[return-value]
+
+
+def _version(value: bool) -> None:
+    if value:
+        from kernopt import __version__
+
+        out.print(f"kernopt {__version__}")
+        raise typer.Exit()
+
+
+@app.callback()
+def main(version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Print the version.")) -> None:
+    """kernopt: propose, verify and time faster kernels."""
+
+
+# --------------------------------------------------------------------------- optimize
+@app.command()
+@user_errors
+def optimize(
+    task_dir: Optional[Path] = typer.Argument(None, help="Task directory (e.g. tasks/openmp/gemm)."),
+    budget: int = typer.Option(20, "--budget", "-n", min=1, help="Candidates to evaluate."),
+    search: str = typer.Option("greedy", help="Search strategy: greedy | best-of-n."),
+    policy: str = typer.Option("tuner", help="Who proposes candidates: tuner (offline, no model)."),
+    sandbox: str = typer.Option("local", help="Where candidates run: local."),
+    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories are created."),
+    max_wall: Optional[float] = typer.Option(None, help="Stop starting evaluations after this many seconds."),
+    seed: int = typer.Option(0, help="Seed for proposal order."),
+    resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path); other options are ignored."),
+    as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
+) -> None:
+    """Search for a faster verified kernel for one task."""
+    from pydantic import ValidationError
+
+    from kernopt.config import RunConfig, SearchConfig
+    from kernopt.errors import UserError
+    from kernopt.optimize import run_optimize
+    from kernopt.runs import RunStore
+    from kernopt.task import load_task
+    from kernopt.ui import ProgressHooks, print_summary
+
+    if resume:
+        store = RunStore.open(resume, runs_dir)
+        store.lock()
+        done = store.summary()
+        if done and done.get("status") == "finished":
+            err.print(f"run {store.run_id} already finished; nothing to resume")
+            _finish(done, as_json)
+            return
+        config = store.config()
+    else:
+        if task_dir is None:
+            raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm) or --resume RUN")
+        task = load_task(task_dir)
+        try:
+            config = RunConfig(task=str(task.root), policy=policy, sandbox=sandbox, runs_dir=runs_dir,  # type: ignore[arg-type]
+                               search=SearchConfig(type=search, max_candidates=budget, max_wall_s=max_wall, seed=seed))  # type: ignore[arg-type]
+        except ValidationError as e:
+            e0 = e.errors()[0]
+            raise UserError(f"--{'.'.join(map(str, e0['loc'][-1:]))}: {e0['msg']}") from None
+        store = RunStore.create(config, task.name)
+    err.print(f"run directory: [bold]{store.root}[/]")
+    hooks = ProgressHooks(err, config.search.max_candidates)
+    try:
+        with hooks:
+            summary = run_optimize(store, hooks, resumed=bool(resume))
+    except KeyboardInterrupt:
+        err.print(f"[yellow]interrupted[/]; continue with: kernopt optimize --resume {store.root}")
+        raise typer.Exit(130) from None
+    finally:
+        store.close()
+    if as_json:
+        _finish(summary, True)
+    else:
+        print_summary(out, summary, store.root)
+
+
+def _finish(summary: dict[str, Any], as_json: bool) -> None:
+    if as_json:
+        sys.stdout.write(json.dumps(summary, indent=2) + "\n")
+    else:
+        from kernopt.ui import print_summary
+
+        print_summary(out, summary, Path(summary["run_dir"]))
+
+
+# --------------------------------------------------------------------------- eval
+@app.command("eval")
+@user_errors
+def eval_cmd(
+    task_dir: Path = typer.Argument(..., help="Task directory."),
+    candidate: Path = typer.Option(..., "--candidate", "-c", help="Your kernel source file."),
+    threads: Optional[int] = typer.Option(None, min=1, help="OpenMP threads for timing (default: the task's)."),
+    ranks: Optional[int] = typer.Option(None, min=1, help="MPI ranks for timing (default: the task's)."),
+    cflag: list[str] = typer.Option([], "--cflag", help="Extra compiler flag for the kernel (repeatable)."),
+    sandbox: str = typer.Option("local", help="Where it runs: local."),
+    as_json: bool = typer.Option(False, "--json", help="Print a machine-readable verdict on stdout."),
+) -> None:
+    """Verify and time your own kernel under the same protocol as the optimizer."""
+    import tempfile
+
+    from kernopt.candidate import Candidate
+    from kernopt.config import EvalConfig
+    from kernopt.errors import UserError
+    from kernopt.evaluators import get_evaluator
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import load_task
+    from kernopt.ui import print_eval
+
+    task = load_task(task_dir)
+    if not candidate.is_file():
+        raise UserError(f"{candidate}: no such file")
+    try:
+        source = candidate.read_text()
+    except (OSError, UnicodeDecodeError) as e:
+        raise UserError(f"{candidate}: cannot read: {e}") from None
+    cand = Candidate(files={task.kernel: source}, threads=threads, ranks=ranks, cflags=cflag, author="user",
+                     idea=f"user kernel {candidate.name}")
+    ev = get_evaluator(task, get_sandbox(sandbox), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")))
+    try:
+        with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
+            result = ev.evaluate(cand)
+    finally:
+        ev.close()
+    if as_json:
+        sys.stdout.write(json.dumps({**result.summary(), "task": task.name,
+                                     "verification": result.verification.model_dump(),
+                                     "timing": result.timing.model_dump(exclude={"baseline_s", "candidate_s"}) if result.timing else None,
+                                     "phase_s": result.phase_s}, indent=2) + "\n")
+    else:
+        print_eval(out, task.name, result)
+    if result.status == "infra_error":
+        raise typer.Exit(3)
+
+
+# --------------------------------------------------------------------------- task check
+@task_app.command("check")
+@user_errors
+def task_check(
+    task_dir: Path = typer.Argument(..., help="Task directory to validate."),
+    sandbox: str = typer.Option("local", help="Where it runs: local."),
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+) -> None:
+    """Validate a task: it loads, the baseline builds and runs, outputs depend on inputs, timing is measurable."""
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import load_task
+    from kernopt.task_check import check_task
+
+    task = load_task(task_dir)
+    checks = check_task(task, get_sandbox(sandbox), progress=lambda msg: err.print(f"  … {msg}", highlight=False))
+    failed = [c for c in checks if not c.ok]
+    if as_json:
+        sys.stdout.write(json.dumps({"task": task.name, "ok": not failed, "checks": [c.__dict__ for c in checks]}, indent=2) + "\n")
+    else:
+        for c in checks:
+            mark = "[green]ok[/]  " if c.ok else ("[yellow]warn[/]" if c.warning else "[red]FAIL[/]")
+            out.print(f"{mark} {c.name}: {c.detail}", highlight=False)
+    if any(not c.warning for c in failed):
+        first = next(c for c in failed if not c.warning)
+        err.print(f"[bold red]error:[/] task {task.name} is not valid: {first.name}: {first.detail}", highlight=False)
+        raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------- runs
+@runs_app.command("list")
+@user_errors
+def runs_list(runs_dir: Path = typer.Option(Path("runs"), help="Runs directory.")) -> None:
+    """List runs, newest last."""
+    from kernopt.runs import list_runs
+    from kernopt.ui import print_runs
+
+    runs = list_runs(runs_dir)
+    if not runs:
+        err.print(f"no runs in {runs_dir}")
+        return
+    print_runs(out, runs)
+
+
+@runs_app.command("show")
+@user_errors
+def runs_show(run: str = typer.Argument(..., help="Run id or path."),
+              runs_dir: Path = typer.Option(Path("runs"), help="Runs directory."),
+              as_json: bool = typer.Option(False, "--json", help="Print candidates as JSON.")) -> None:
+    """Show what a run tried: candidates with parent, author, idea, status and speedup."""
+    from kernopt.runs import RunStore
+    from kernopt.ui import print_run
+
+    store = RunStore.open(run, runs_dir)
+    if as_json:
+        rows = [{"id": c.id, "parent": c.parent, "author": c.author, "idea": c.idea, **r.summary()}
+                for c, r in store.evaluated().values()]
+        sys.stdout.write(json.dumps({"run_id": store.run_id, "summary": store.summary(), "candidates": rows}, indent=2) + "\n")
+    else:
+        print_run(out, store)
+
+
+if __name__ == "__main__":
+    app()

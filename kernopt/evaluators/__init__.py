@@ -1,0 +1,28 @@
+"""Evaluators: one per target family. `get_evaluator` picks one for a task."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Protocol
+
+from kernopt.candidate import Candidate
+from kernopt.config import EvalConfig
+from kernopt.evaluators.result import EvalResult
+from kernopt.sandbox import Sandbox
+from kernopt.task import Task
+
+
+class Evaluator(Protocol):
+    """Judges candidates of one task: never raises for a candidate's fault, only for infrastructure."""
+
+    def evaluate(self, candidate: Candidate) -> EvalResult: ...
+
+    def remeasure(self, candidate: Candidate) -> EvalResult: ...
+
+    def close(self) -> None: ...
+
+
+def get_evaluator(task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> Evaluator:
+    from kernopt.evaluators.c_family import CFamilyEvaluator
+
+    return CFamilyEvaluator(task, sandbox, config, workroot)

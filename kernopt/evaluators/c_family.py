@@ -1,0 +1,350 @@
+"""The C-family evaluator (openmp, mpi, mpi+openmp, serial c/c++): static gate, build, verify, time.
+
+Every program runs in the sandbox; this module only decides what to run and judges the files the
+trusted driver wrote. Baseline and candidate share the trusted objects (driver.o, harness.o) and
+the task's flags; the baseline runs out of a directory the sandbox cannot write.
+"""
+
+from __future__ import annotations
+
+import os
+import secrets
+import shutil
+import signal
+import time
+import uuid
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+
+from kernopt.candidate import Candidate
+from kernopt.config import EvalConfig
+from kernopt.errors import InfraError, ToolMissing
+from kernopt.evaluators import race, stats
+from kernopt.evaluators.compare import DriverRun, compare, load_outputs, read_result
+from kernopt.evaluators.result import EvalResult, TimingStats, Verification
+from kernopt.evaluators.static_gate import check_object, check_source
+from kernopt.sandbox import ExecResult, Limits, Sandbox
+from kernopt.task import Task
+
+
+class _Fail(Exception):
+    """Ends an evaluation early with a verdict."""
+
+    def __init__(self, status: str, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+@dataclass
+class Binary:
+    """A linked driver+harness+kernel program, in a directory the sandbox cannot write."""
+
+    path: Path
+    threads: int
+    ranks: int
+    bind: str | None
+
+
+def driver_sources() -> Path:
+    return Path(str(resources.files("kernopt.evaluators") / "c"))
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _describe_exit(r: ExecResult) -> str:
+    if r.returncode is not None and r.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-r.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-r.returncode}"
+    return f"exited with code {r.returncode}"
+
+
+class CFamilyEvaluator:
+    """Verifies and times C-family candidates of one task in one sandbox."""
+
+    def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
+        self.task, self.sandbox, self.config = task, sandbox, config
+        self.workroot = workroot
+        for tool in [task.compiler, "nm", "readelf", "objdump"] + (["mpirun"] if task.uses_mpi else []):
+            if shutil.which(tool) is None:
+                raise ToolMissing(f"{tool} not found on PATH: install it (see README, 'Set-up') to evaluate {task.target} tasks")
+        self.workroot.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workroot, 0o755)
+        self._trusted: Path | None = None
+        self._baseline: Path | None = None
+
+    # ---------------------------------------------------------------- building
+    def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
+             memory_mb: int | None = -1) -> ExecResult:
+        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
+        r = self.sandbox.run(cmd, cwd, limits, env or {})
+        if r.returncode is None and not r.timed_out:
+            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}")
+        return r
+
+    def _new_dir(self, label: str) -> Path:
+        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
+        d.mkdir(parents=True)
+        os.chmod(d, 0o755)
+        return d
+
+    def _base_flags(self) -> list[str]:
+        return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
+
+    def _trusted_objects(self) -> Path:
+        """driver.o and harness.o, compiled once per evaluator with the task's flags."""
+        if self._trusted is None:
+            d = self._new_dir("trusted")
+            src = driver_sources()
+            for name in ("driver.c", "kernopt.h"):
+                shutil.copy(src / name, d / name)
+            shutil.copy(self.task.root / self.task.harness, d / Path(self.task.harness).name)
+            mpi = ["-DKO_MPI"] if self.task.uses_mpi else []
+            for out, name, extra in (("driver.o", "driver.c", mpi), ("harness.o", Path(self.task.harness).name, [])):
+                r = self._run([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
+                              d, self.config.build_timeout_s)
+                if not r.ok:
+                    raise InfraError(f"task harness does not build ({name}): {_tail(r.stderr, 5)}")
+            out_dir = self._new_dir("trusted-obj")
+            for name in ("driver.o", "harness.o"):
+                shutil.copy(d / name, out_dir / name)
+            shutil.rmtree(d, ignore_errors=True)
+            self._trusted = out_dir
+        return self._trusted
+
+    def build(self, candidate: Candidate) -> tuple[Path, str]:
+        """Compile and link the candidate; returns (binary in a read-only dir, build log). Raises _Fail."""
+        trusted = self._trusted_objects()
+        d = self._new_dir("build")
+        kernel_name = Path(self.task.kernel).name
+        (d / kernel_name).write_text(candidate.files[self.task.kernel])
+        defines = [f"-D{k}={v}" for k, v in sorted(candidate.defines.items())]
+        log: list[str] = []
+        try:
+            cmd = [self.task.compiler, *self._base_flags(), *candidate.cflags, *defines, "-c", kernel_name, "-o", "kernel.o"]
+            r = self._run(cmd, d, self.config.build_timeout_s)
+            log.append("$ " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
+            if r.timed_out:
+                raise _Fail("compile_error", f"compilation timed out after {self.config.build_timeout_s:.0f}s", log[-1])
+            if not r.ok:
+                first = next((ln for ln in r.stderr.splitlines() if "error" in ln), _tail(r.stderr, 1))
+                raise _Fail("compile_error", f"{kernel_name} does not compile: {first.strip()[:300]}", _tail(r.stderr))
+            inspect = [self._run(c, d, self.config.build_timeout_s).stdout for c in
+                       (["nm", "-P", "kernel.o"], ["readelf", "-SW", "kernel.o"], ["objdump", "-d", "kernel.o"])]
+            why = check_object(self.task, *inspect)
+            if why:
+                raise _Fail("rejected", why)
+            for name in ("driver.o", "harness.o"):
+                shutil.copy(trusted / name, d / name)
+            link = [self.task.compiler, *self._base_flags(), *candidate.cflags, "driver.o", "harness.o", "kernel.o",
+                    *self.task.build.ldflags, "-o", "prog"]
+            r = self._run(link, d, self.config.build_timeout_s)
+            log.append("$ " + " ".join(link) + "\n" + r.stdout + r.stderr)
+            if not r.ok:
+                raise _Fail("compile_error", f"link failed: {_tail(r.stderr, 1)[:300]}", _tail(r.stderr))
+            bin_dir = self._new_dir("bin")
+            shutil.copy(d / "prog", bin_dir / "prog")
+            os.chmod(bin_dir / "prog", 0o755)
+            return bin_dir / "prog", "\n".join(log)
+        finally:
+            if not self.config.keep_workdirs:
+                shutil.rmtree(d, ignore_errors=True)
+
+    def baseline_binary(self) -> Path:
+        if self._baseline is None:
+            base = Candidate(files={self.task.kernel: self.task.baseline_source()}, author="baseline")
+            try:
+                self._baseline, _ = self.build(base)
+            except _Fail as f:
+                raise InfraError(f"task baseline fails to build: {f.reason}") from None
+        return self._baseline
+
+    # ---------------------------------------------------------------- running
+    def _launch(self, b: Binary, args: list[str]) -> tuple[list[str], dict[str, str]]:
+        env = {"OMP_NUM_THREADS": str(b.threads), "OMP_PLACES": "cores",
+               "OMP_PROC_BIND": "false" if b.bind == "none" else (b.bind or "close")}
+        if not self.task.uses_mpi:
+            return [str(b.path), *args], env
+        cores = os.cpu_count() or 1
+        bind = b.bind if b.bind in ("core", "none") else ("core" if b.ranks * b.threads <= cores else "none")
+        env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
+        return ["mpirun", "--oversubscribe", "-np", str(b.ranks), "--bind-to", bind, str(b.path), *args], env
+
+    def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
+                   warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
+                   memory_mb: int | None = -1) -> tuple[DriverRun, Path, ExecResult]:
+        """Run the driver once in a fresh directory; returns the parsed result, the directory, the exec result."""
+        d = self._new_dir("run")
+        nonce = secrets.token_hex(8)
+        args = ["--result", str(d / "result.jsonl"), "--nonce", nonce, "--out-dir", str(d),
+                "--sizes", ",".join(map(str, sizes)), "--seeds", ",".join(map(str, seeds))]
+        if timing:
+            args += ["--timing", "--warmup", str(warmup), "--reps", str(reps)]
+        cmd, env = self._launch(b, args)
+        r = self._run(cmd, d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+        return read_result(d / "result.jsonl", nonce), d, r
+
+    def _check_run(self, run: DriverRun, r: ExecResult, where: str, timeout: float) -> None:
+        if r.timed_out:
+            hint = " (deadlock?)" if self.task.uses_mpi else ""
+            raise _Fail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", _tail(r.stderr))
+        for call in run.calls:
+            if call.mutated and not self.task.verify.allow_input_mutation:
+                raise _Fail("rejected", f"kernel modified its input {call.mutated!r} (n={call.n}, {where})")
+        if not r.ok or not run.complete:
+            why = _describe_exit(r) if not r.ok else "exited before the harness finished"
+            raise _Fail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr + r.stdout))
+
+    def _compare_dirs(self, run: DriverRun, d: Path, ref: DriverRun, ref_dir: Path, where: str,
+                      ver: Verification) -> None:
+        want = {(c.n, c.seed): c.file for c in ref.calls if c.file}
+        got = {(c.n, c.seed): c.file for c in run.calls if c.file}
+        for key, ref_file in want.items():
+            if key not in got:
+                raise _Fail("runtime_error", f"no output recorded for n={key[0]} at {where}")
+            n = key[0]
+            mismatch, abs_err, norm_err = compare(load_outputs(d, got[key], run.layouts[n]),
+                                                  load_outputs(ref_dir, ref_file, ref.layouts[n]), self.task.verify)
+            ver.max_abs_err = max(ver.max_abs_err or 0.0, abs_err)
+            ver.max_rel_norm_err = max(ver.max_rel_norm_err or 0.0, norm_err)
+            if mismatch:
+                raise _Fail("wrong_answer", f"{mismatch.message} [n={n}, {where}]")
+
+    # ---------------------------------------------------------------- evaluate
+    def evaluate(self, candidate: Candidate) -> EvalResult:
+        """Static gate, build, correctness sweep, race check, interleaved timing. Never raises for candidate faults."""
+        phases: dict[str, float] = {}
+        ver = Verification()
+        t = time.monotonic()
+        cleanup: list[Path] = []
+        try:
+            why = check_source(self.task, candidate)
+            if why:
+                raise _Fail("rejected", why)
+            base = self.baseline_binary()
+            prog, _log = self.build(candidate)
+            cleanup.append(prog.parent)
+            phases["build"] = time.monotonic() - t
+            t = time.monotonic()
+            self._verify(candidate, base, prog, ver)
+            phases["verify"] = time.monotonic() - t
+            t = time.monotonic()
+            if self.task.uses_openmp and self.config.race_check and self.task.verify.race_check:
+                ver.race_check, ver.race_detail = race.check(self, candidate)
+                if ver.race_check == "race":
+                    raise _Fail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
+            else:
+                ver.race_check = "skipped"
+            phases["race"] = time.monotonic() - t
+            t = time.monotonic()
+            timing = self.time(candidate, base, prog, self.task.timing.rounds if self.config.rounds is None else self.config.rounds)
+            ver.timed_outputs_checked = True
+            phases["time"] = time.monotonic() - t
+            flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
+            verdict = "faster" if timing.significant else "not significantly faster"
+            reason = f"verified; {timing.speedup:.2f}x [{timing.ci_low:.2f}, {timing.ci_high:.2f}] ({verdict})"
+            return EvalResult(candidate_id=candidate.id, status="ok", reason=reason, verification=ver,
+                              timing=timing, flags=flags, phase_s=phases)
+        except _Fail as f:
+            phases["last"] = time.monotonic() - t
+            return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
+                              verification=ver, phase_s=phases)
+        finally:
+            if not self.config.keep_workdirs:
+                for p in cleanup:
+                    shutil.rmtree(p, ignore_errors=True)
+
+    def _binary(self, path: Path, candidate: Candidate | None, threads: int | None = None, ranks: int | None = None) -> Binary:
+        c = candidate or Candidate(files={})
+        return Binary(path, threads or c.threads or self.task.timing.threads, ranks or c.ranks or self.task.timing.ranks, c.bind)
+
+    def _verify(self, candidate: Candidate, base: Path, prog: Path, ver: Verification) -> None:
+        rng = secrets.SystemRandom()
+        lo, hi = self.task.sizes.random
+        drawn = [rng.randint(lo, hi) for _ in range(self.task.sizes.random_count)]
+        sizes = sorted(set(self.task.sizes.check) | set(drawn))
+        seeds = [secrets.randbits(62) for _ in range(self.task.verify.seeds)]
+        ver.sizes, ver.seeds = sizes, len(seeds)
+        timeout = self.config.verify_timeout_s
+        ref, ref_dir, r = self.run_driver(self._binary(base, None, threads=1, ranks=1), sizes, seeds, False, timeout)
+        try:
+            if not (r.ok and ref.complete):
+                raise InfraError(f"baseline failed during verification: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
+            counts = self.task.verify.ranks if self.task.uses_mpi else (self.task.verify.threads if self.task.uses_openmp else [1])
+            for _ in range(self.task.verify.repeat):
+                for k in counts:
+                    b = self._binary(prog, candidate, ranks=k) if self.task.uses_mpi else self._binary(prog, candidate, threads=k)
+                    where = f"{k} ranks" if self.task.uses_mpi else f"{k} threads"
+                    run, d, r = self.run_driver(b, sizes, seeds, False, timeout)
+                    try:
+                        self._check_run(run, r, where, timeout)
+                        self._compare_dirs(run, d, ref, ref_dir, where, ver)
+                    finally:
+                        shutil.rmtree(d, ignore_errors=True)
+            if self.task.uses_mpi:
+                ver.ranks = list(counts)
+            elif self.task.uses_openmp:
+                ver.threads = list(counts)
+        finally:
+            shutil.rmtree(ref_dir, ignore_errors=True)
+
+    def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int) -> TimingStats:
+        """Interleave baseline and candidate processes; every timed output is checked against the baseline's."""
+        task, cfg = self.task, self.config
+        reps = cfg.reps or task.timing.reps
+        seeds = [secrets.randbits(62), secrets.randbits(62)]
+        cand_b = self._binary(prog, candidate)
+        base_b = self._binary(base, None, threads=cand_b.threads)
+        samples: dict[str, list[float]] = {"base": [], "cand": []}
+        for rnd in range(rounds):
+            dirs: dict[str, tuple[DriverRun, Path]] = {}
+            order = ("base", "cand") if rnd % 2 == 0 else ("cand", "base")
+            try:
+                for who in order:
+                    b = base_b if who == "base" else cand_b
+                    run, d, r = self.run_driver(b, [task.sizes.timing], seeds, True, task.timing.timeout_s,
+                                                warmup=task.timing.warmup, reps=reps)
+                    dirs[who] = (run, d)
+                    if who == "base" and not (r.ok and run.complete):
+                        raise InfraError(f"baseline failed while timing: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
+                    self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
+                    samples[who] += [c.time for c in run.calls if not c.warmup]
+                self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
+            finally:
+                for _, d in dirs.values():
+                    shutil.rmtree(d, ignore_errors=True)
+            if rnd >= 1 and stats.median(samples["cand"]) > cfg.early_stop_ratio * stats.median(samples["base"]):
+                break
+        speedup, lo, hi = stats.ratio_of_medians(samples["base"], samples["cand"])
+        return TimingStats(baseline_s=samples["base"], candidate_s=samples["cand"],
+                           baseline_median_s=stats.median(samples["base"]), candidate_median_s=stats.median(samples["cand"]),
+                           speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(samples["base"], samples["cand"]),
+                           threads=cand_b.threads if task.uses_openmp else None,
+                           ranks=cand_b.ranks if task.uses_mpi else None)
+
+    def remeasure(self, candidate: Candidate) -> EvalResult:
+        """Re-time a verified candidate in fresh builds and fresh directories, with more rounds."""
+        self._baseline = None
+        self._trusted = None
+        t = time.monotonic()
+        prog: Path | None = None
+        try:
+            prog, _ = self.build(candidate)
+            timing = self.time(candidate, self.baseline_binary(), prog, self.config.remeasure_rounds)
+        except _Fail as f:
+            return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
+        finally:
+            if prog is not None and not self.config.keep_workdirs:
+                shutil.rmtree(prog.parent, ignore_errors=True)
+        verdict = "faster" if timing.significant else "not significantly faster"
+        return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
+                          reason=f"re-measured; {timing.speedup:.2f}x [{timing.ci_low:.2f}, {timing.ci_high:.2f}] ({verdict})",
+                          verification=Verification(timed_outputs_checked=True))
+
+    def close(self) -> None:
+        if not self.config.keep_workdirs:
+            shutil.rmtree(self.workroot, ignore_errors=True)

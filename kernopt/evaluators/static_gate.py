@@ -1,0 +1,190 @@
+"""The static gate: reject candidates that try to reach outside their kernel, before and after compiling.
+
+Two layers. The source gate reads the text (comments and strings removed) for things a kernel has
+no business doing: inline assembly, includes of files, constructors, symbol aliasing, process and
+file control. The object gate is the authority: after compiling, the kernel object may define only
+the task's kernel functions and may reference only an allow-list of math, memory, OpenMP and MPI
+symbols, and may not carry constructors or raw system-call instructions. Macro tricks that fool the
+text gate still have to get past the object gate.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernopt.candidate import Candidate
+from kernopt.task import Task
+
+MAX_SOURCE_BYTES = 256 * 1024
+
+_FORBIDDEN_CALLS = {
+    "syscall": "raw system calls",
+    "dlopen": "dynamic loading",
+    "dlsym": "symbol lookup (timer interception)",
+    "fork": "process creation",
+    "vfork": "process creation",
+    "clone": "process creation",
+    "execve": "process creation",
+    "execv": "process creation",
+    "execvp": "process creation",
+    "execl": "process creation",
+    "execlp": "process creation",
+    "system": "running commands",
+    "popen": "running commands",
+    "pthread_create": "background threads (only OpenMP threads are allowed)",
+    "thrd_create": "background threads (only OpenMP threads are allowed)",
+    "kill": "signalling processes",
+    "raise": "signalling processes",
+    "abort": "killing the harness",
+    "exit": "exiting the harness",
+    "_exit": "exiting the harness",
+    "_Exit": "exiting the harness",
+    "quick_exit": "exiting the harness",
+    "signal": "signal handlers",
+    "sigaction": "signal handlers",
+    "setjmp": "non-local jumps",
+    "longjmp": "non-local jumps",
+    "ptrace": "tracing processes",
+    "fopen": "file access",
+    "open": "file access",
+    "printf": "printing (results come from the harness only)",
+    "puts": "printing (results come from the harness only)",
+    "clock_gettime": "timer access",
+    "gettimeofday": "timer access",
+    "omp_get_wtime": "timer access",
+    "MPI_Wtime": "timer access",
+    "setenv": "changing the environment",
+    "putenv": "changing the environment",
+}
+_FORBIDDEN_WORDS = {
+    "asm": "inline assembly",
+    "__asm__": "inline assembly",
+    "__asm": "inline assembly",
+    "LD_PRELOAD": "LD_PRELOAD",
+    "__builtin_trap": "killing the harness",
+}
+_BAD_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(.*?\b(constructor|destructor|alias|weak|weakref|ifunc|section|symver)\b", re.S)
+_INCLUDE = re.compile(r"^\s*#\s*include\s*(.*)$", re.M)
+_SYSTEM_HEADER = re.compile(r"^<[A-Za-z0-9_][A-Za-z0-9_./+-]*>$")
+
+
+def strip_comments_and_strings(src: str) -> str:
+    """Remove C/C++ comments and the contents of string/char literals, keeping line structure."""
+    out: list[str] = []
+    i, n = 0, len(src)
+    while i < n:
+        c = src[i]
+        if src.startswith("//", i):
+            j = src.find("\n", i)
+            i = n if j < 0 else j
+        elif src.startswith("/*", i):
+            j = src.find("*/", i + 2)
+            chunk = src[i : (n if j < 0 else j + 2)]
+            out.append("\n" * chunk.count("\n") or " ")
+            i += len(chunk)
+        elif c in "\"'":
+            j = i + 1
+            while j < n and src[j] != c and src[j] != "\n":
+                j += 2 if src[j] == "\\" else 1
+            out.append(c + c)
+            i = j + 1
+        else:
+            out.append(c)
+            i += 1
+    return "".join(out)
+
+
+def check_source(task: Task, candidate: Candidate) -> str | None:
+    """Return why the candidate is rejected before compiling, or None if it may be built."""
+    extra = sorted(set(candidate.files) - set(task.editable))
+    if extra:
+        return f"candidate edits {extra[0]}, which is not editable (editable: {', '.join(task.editable)})"
+    if task.kernel not in candidate.files:
+        return f"candidate has no {task.kernel}"
+    src = candidate.files[task.kernel]
+    if len(src.encode()) > MAX_SOURCE_BYTES:
+        return f"{task.kernel} is larger than {MAX_SOURCE_BYTES // 1024} KiB"
+    for flag in candidate.cflags:
+        if not re.fullmatch(r"-(O[0-3s]|march=native|mtune=native|f[a-z0-9-]+(=[A-Za-z0-9-]+)?|m[a-z0-9-]+)", flag):
+            return f"compiler flag {flag!r} is not allowed (only -O*, -f*, -m* optimization flags)"
+        if not task.verify.allow_fast_math and re.search(r"fast-math|unsafe-math|Ofast|finite-math|associative-math", flag):
+            return f"compiler flag {flag} changes floating-point semantics, which this task does not allow"
+    for name, value in candidate.defines.items():
+        if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"[A-Za-z0-9_.+-]*", value):
+            return f"define {name}={value} is not a plain identifier and value"
+    code = strip_comments_and_strings(src)
+    for m in _INCLUDE.finditer(code):
+        target = m.group(1).strip()
+        if not _SYSTEM_HEADER.match(target) or ".." in target:
+            return f"#include {target} is not allowed: kernels may include only <system> headers"
+    if re.search(r"#\s*pragma\s+(weak|redefine_extname)", code):
+        return "symbol-renaming pragmas are not allowed in a kernel"
+    if "_Pragma" in code:
+        return "_Pragma is not allowed in a kernel (write #pragma lines)"
+    m = _BAD_ATTRIBUTE.search(code)
+    if m:
+        return f"__attribute__(({m.group(1)})) is not allowed in a kernel"
+    for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code):
+        if word in _FORBIDDEN_WORDS:
+            return f"uses {word}: {_FORBIDDEN_WORDS[word]} is not allowed in a kernel"
+    for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", code):
+        name = m.group(1)
+        if name in _FORBIDDEN_CALLS:
+            return f"calls {name}(): {_FORBIDDEN_CALLS[name]} is not allowed in a kernel"
+    return None
+
+
+# Undefined symbols a kernel object may reference.
+_LIBM = (
+    "sqrt cbrt exp exp2 expm1 log log2 log10 log1p pow sin cos tan asin acos atan atan2 sinh cosh tanh "
+    "asinh acosh atanh erf erfc tgamma lgamma fabs fmax fmin fma floor ceil round trunc rint lrint "
+    "lround nearbyint fmod remainder hypot copysign ldexp frexp modf sincos"
+).split()
+_ALLOWED_EXACT = set(_LIBM) | {f + "f" for f in _LIBM} | {f + "l" for f in _LIBM} | {
+    "malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign",
+    "memcpy", "memmove", "memset", "memcmp", "qsort", "bsearch", "abs", "labs", "llabs",
+    "__stack_chk_fail", "__stack_chk_guard", "_GLOBAL_OFFSET_TABLE_", "__assert_fail",
+    "__muldc3", "__divdc3", "__mulsc3", "__divsc3", "__popcountdi2",
+    "__gxx_personality_v0", "_Unwind_Resume", "__cxa_begin_catch", "__cxa_end_catch",
+    "__cxa_rethrow", "__cxa_throw", "__cxa_allocate_exception", "__cxa_free_exception",
+    "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort", "__dso_handle",
+}
+_ALLOWED_PATTERN = re.compile(
+    r"^(omp_(?!get_wtime|get_wtick)\w+|GOMP_\w+|__kmpc_\w+|MPI_(?!Wtime|Wtick)[A-Z]\w*|ompi_mpi_\w+|ompi_request_null"
+    r"|ompi_message_\w+|_ZSt\w+|_ZNSt\w+|_ZNKSt\w+|_Znwm|_Znam|_ZdlPv\w*|_ZdaPv\w*|__\w+_finite)$"
+)
+_FORBIDDEN_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors")
+_RAW_SYSCALL = re.compile(r"\t(syscall|sysenter|int\s+\$0x80)\b")
+
+
+def check_object(task: Task, nm_output: str, sections_output: str, disassembly: str) -> str | None:
+    """Return why the compiled kernel object is rejected, or None.
+
+    `nm_output` is `nm -P kernel.o`, `sections_output` is `readelf -SW kernel.o`, `disassembly` is
+    `objdump -d kernel.o`.
+    """
+    for line in nm_output.splitlines():
+        parts = line.split()
+        if len(parts) < 2:
+            continue
+        name, kind = parts[0], parts[1]
+        if kind in ("U", "w"):
+            if name not in _ALLOWED_EXACT and not _ALLOWED_PATTERN.match(name):
+                return f"kernel references {name}, which kernels may not use"
+        elif kind in ("T", "D", "B", "R", "C", "G", "S", "I", "u"):
+            if name not in task.functions:
+                return (f"kernel defines global symbol {name}; it may define only {', '.join(task.functions)} "
+                        "(make helpers static)")
+        elif kind in ("W", "V"):
+            if not (task.language == "cpp" and name.startswith("_Z")) and name not in task.functions:
+                return f"kernel defines weak symbol {name}, which could replace harness or library code"
+    for section in _FORBIDDEN_SECTIONS:
+        if re.search(rf"\s{re.escape(section)}(\.\S*)?\s", sections_output):
+            return "kernel has static constructors or destructors, which run outside the timed call"
+    m = _RAW_SYSCALL.search(disassembly)
+    if m:
+        return f"kernel contains a raw {m.group(1)} instruction"
+    missing = [f for f in task.functions if not re.search(rf"^{re.escape(f)} [TW] ", nm_output, re.M)]
+    if missing:
+        return f"kernel does not define {missing[0]} (signature: {task.signature})"
+    return None

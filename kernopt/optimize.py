@@ -1,0 +1,100 @@
+"""One optimization run: load the task, search under the budget, re-measure the winner, write the summary."""
+
+from __future__ import annotations
+
+import collections
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from kernopt.agent.base import Policy, SearchState
+from kernopt.agent.search import Hooks, get_search
+from kernopt.candidate import Candidate
+from kernopt.config import RunConfig
+from kernopt.errors import UserError
+from kernopt.evaluators import get_evaluator
+from kernopt.evaluators.result import EvalResult
+from kernopt.runs import RunStore
+from kernopt.sandbox import get_sandbox
+from kernopt.task import Task, load_task
+
+
+def get_policy(name: str, task: Task) -> Policy:
+    if name == "tuner":
+        from kernopt.agent.tuner import TunerPolicy
+
+        return TunerPolicy()
+    raise UserError(f"unknown policy {name!r}; available: tuner")
+
+
+def baseline_candidate(task: Task) -> Candidate:
+    return Candidate(files={task.kernel: task.baseline_source()}, author="baseline", idea="the task's own kernel")
+
+
+def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False) -> dict[str, Any]:
+    """Run (or resume) the search recorded in `store`. Candidates already in the log are not re-evaluated."""
+    config = store.config()
+    task = load_task(config.task)
+    sandbox = get_sandbox(config.sandbox)
+    policy = get_policy(config.policy, task)
+    if config.sandbox == "local":
+        hooks.on_message("sandbox: local (process isolation with rlimits; no container) — chosen explicitly")
+    if config.policy == "tuner":
+        hooks.on_message("policy: offline tuner (no model configured)")
+    done = store.evaluated()
+    store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done))
+    workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
+    evaluator = get_evaluator(task, sandbox, config.eval, workroot)
+    started = time.monotonic()
+
+    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+        if c.id in done:
+            return done[c.id][1], True
+        r = evaluator.evaluate(c)
+        store.record_eval(c, r)
+        done[c.id] = (c, r)
+        return r, False
+
+    try:
+        base = baseline_candidate(task)
+        state = SearchState(task=task, baseline=base, parent=base, seed=config.search.seed)
+        search = get_search(config.search, policy, evaluate, hooks)
+        best = search.run(state)
+        final: EvalResult | None = None
+        if best is not None:
+            final = store.remeasured(best[0].id)
+            if final is None:
+                hooks.on_message(f"re-measuring the best candidate {best[0].id} in a fresh sandbox")
+                final = evaluator.remeasure(best[0])
+                store.append("remeasure", result=final.model_dump(mode="json"))
+            store.write_best(best[0], final)
+        else:
+            store.write_best(base, EvalResult(candidate_id=base.id, status="ok", reason="no candidate was significantly faster"))
+        summary = make_summary(store, task, config, state.history, best, final, time.monotonic() - started)
+        store.write_summary(summary)
+        store.append("end", best_speedup=summary["best_speedup"], best_status=summary["best_status"])
+        return summary
+    finally:
+        evaluator.close()
+
+
+def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[tuple[Candidate, EvalResult]],
+                 best: tuple[Candidate, EvalResult] | None, final: EvalResult | None, elapsed: float) -> dict[str, Any]:
+    counts = collections.Counter(r.status for _, r in history)
+    out: dict[str, Any] = {
+        "status": "finished", "run_id": store.run_id, "run_dir": str(store.root), "task": task.name, "target": task.target,
+        "policy": config.policy, "search": config.search.type, "sandbox": config.sandbox,
+        "candidates": len(history), "statuses": dict(counts),
+        "faster_candidates": sum(1 for _, r in history if r.faster), "elapsed_s": round(elapsed, 1),
+        "best_candidate": None, "best_idea": None, "best_speedup": 1.0, "best_ci": None,
+        "best_status": "baseline", "best_significant": False, "search_speedup": None,
+    }
+    if best is not None and final is not None:
+        c, r = best
+        out.update(best_candidate=c.id, best_idea=c.idea, search_speedup=r.speedup, best_status=final.status,
+                   best_flags=final.flags)
+        if final.status == "ok" and final.timing:
+            out.update(best_speedup=final.timing.speedup, best_ci=[final.timing.ci_low, final.timing.ci_high],
+                       best_significant=final.faster)
+    return out

@@ -1,0 +1,128 @@
+"""Terminal display for the CLI: live progress hooks and result tables (rich)."""
+
+from __future__ import annotations
+
+import collections
+import time
+from pathlib import Path
+from types import TracebackType
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+from rich.table import Table
+
+from kernopt.agent.search import Hooks
+from kernopt.candidate import Candidate
+from kernopt.evaluators.result import EvalResult
+from kernopt.runs import RunStore
+
+STATUS_STYLE = {"ok": "green", "wrong_answer": "red", "rejected": "magenta", "compile_error": "yellow",
+                "runtime_error": "red", "timeout": "yellow", "infra_error": "bold red"}
+
+
+def fmt_speedup(r: EvalResult) -> str:
+    if r.speedup is None or r.timing is None:
+        return "-"
+    return f"{r.speedup:.2f}x [{r.timing.ci_low:.2f}, {r.timing.ci_high:.2f}]"
+
+
+class ProgressHooks(Hooks):
+    """Live progress: candidates tried, statuses, best verified speedup so far, elapsed and ETA."""
+
+    def __init__(self, console: Console, budget: int) -> None:
+        self.console = console
+        self.counts: collections.Counter[str] = collections.Counter()
+        self.best = "none yet"
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+        self.task_id = self.progress.add_task("starting", total=budget)
+        self._t0 = time.monotonic()
+
+    def __enter__(self) -> ProgressHooks:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.progress.stop()
+
+    def _describe(self, extra: str = "") -> str:
+        counts = " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
+        return f"best [bold green]{self.best}[/] | {counts or 'no results yet'}{extra}"
+
+    def on_eval_start(self, candidate: Candidate, index: int, budget: int) -> None:
+        self.progress.update(self.task_id, description=self._describe(f" | evaluating {candidate.id}"))
+
+    def on_eval_done(self, candidate: Candidate, result: EvalResult, cached: bool,
+                     best: tuple[Candidate, EvalResult] | None) -> None:
+        self.counts[result.status] += 1
+        if best is not None:
+            self.best = f"{best[1].speedup:.2f}x"
+        style = STATUS_STYLE.get(result.status, "white")
+        tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
+        mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
+        detail = fmt_speedup(result) if result.status == "ok" else result.reason
+        self.console.print(f"  {candidate.id} [{style}]{result.status:<13}[/] {detail[:110]}{mark}"
+                           f"[dim]{tag} — {candidate.idea[:80]}[/]", highlight=False, soft_wrap=True)
+        self.progress.update(self.task_id, advance=1, description=self._describe())
+
+    def on_message(self, text: str) -> None:
+        self.console.print(f"[cyan]•[/] {text}", highlight=False)
+
+
+def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
+    console.print()
+    if s.get("best_candidate"):
+        ci = s.get("best_ci") or [float("nan"), float("nan")]
+        sig = "significant" if s.get("best_significant") else "NOT significant on re-measurement"
+        console.print(f"[bold]best:[/] {s['best_candidate']} — [bold green]{s['best_speedup']:.2f}x[/] "
+                      f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox)", highlight=False)
+        console.print(f"      {s.get('best_idea', '')}", highlight=False)
+        console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
+    else:
+        console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
+    console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
+    console.print(f"run directory: {run_dir}", highlight=False)
+
+
+def print_eval(console: Console, task: str, r: EvalResult) -> None:
+    style = STATUS_STYLE.get(r.status, "white")
+    console.print(f"[bold]{task}[/]: [{style}]{r.status}[/] — {r.reason}", highlight=False, soft_wrap=True)
+    v = r.verification
+    if v.sizes:
+        counts = f"threads {v.threads}" if v.threads else (f"ranks {v.ranks}" if v.ranks else "serial")
+        console.print(f"  verified: sizes {v.sizes} × {v.seeds} seeds, {counts}, race check: {v.race_check}", highlight=False)
+    if r.timing:
+        t = r.timing
+        console.print(f"  timing: baseline {t.baseline_median_s * 1e3:.1f} ms, candidate {t.candidate_median_s * 1e3:.1f} ms "
+                      f"(median of {len(t.candidate_s)}), p={t.p_value:.3g}", highlight=False)
+    if r.flags:
+        console.print(f"  flags: {', '.join(r.flags)}")
+    if r.log and r.status != "ok":
+        console.print(r.log[-2000:], markup=False, highlight=False)
+
+
+def print_runs(console: Console, runs: list[RunStore]) -> None:
+    table = Table("run", "task", "status", "candidates", "best", "best speedup")
+    for store in runs:
+        s = store.summary() or {}
+        status = s.get("status", "incomplete (resume with --resume)")
+        best = s.get("best_candidate") or "-"
+        speed = f"{s['best_speedup']:.2f}x" if s.get("best_speedup") and s.get("best_candidate") else "-"
+        n = s.get("candidates", len(store.evaluated()))
+        table.add_row(store.run_id, s.get("task", "?"), status, str(n), best, speed)
+    console.print(table)
+
+
+def print_run(console: Console, store: RunStore) -> None:
+    s = store.summary() or {}
+    console.print(f"[bold]{store.run_id}[/] task {s.get('task', '?')} — {s.get('status', 'incomplete')}", highlight=False)
+    table = Table("#", "id", "parent", "author", "status", "speedup", "idea / reason")
+    for i, (c, r) in enumerate(store.evaluated().values(), 1):
+        style = STATUS_STYLE.get(r.status, "white")
+        text = c.idea if r.status == "ok" else f"{c.idea} — {r.reason}"
+        table.add_row(str(i), c.id, c.parent or "-", c.author, f"[{style}]{r.status}[/]", fmt_speedup(r), text[:120])
+    console.print(table)
+    if s.get("best_candidate"):
+        console.print(f"best: {s['best_candidate']} {s['best_speedup']:.2f}x (re-measured); files in {store.root / 'best'}")

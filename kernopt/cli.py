@@ -102,7 +102,8 @@ def optimize(
                                search=SearchConfig(type=search, max_candidates=budget, max_wall_s=max_wall, seed=seed))  # type: ignore[arg-type]
         except ValidationError as e:
             e0 = e.errors()[0]
-            raise UserError(f"--{'.'.join(map(str, e0['loc'][-1:]))}: {e0['msg']}") from None
+            opt = {"type": "search", "max_candidates": "budget", "max_wall_s": "max-wall"}.get(str(e0["loc"][-1]), str(e0["loc"][-1]))
+            raise UserError(f"--{opt}: {e0['msg']} (got {e0['input']!r})") from None
         store = RunStore.create(config, task.name)
     err.print(f"run directory: [bold]{store.root}[/]")
     hooks = ProgressHooks(err, config.search.max_candidates)

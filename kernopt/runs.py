@@ -62,7 +62,9 @@ class RunStore:
             raise UserError(f"{root} is not a kernopt run directory (no config.json)")
         if not os.access(root, os.R_OK | os.X_OK) or not os.access(root / "config.json", os.R_OK):
             raise UserError(f"{root}: run directory is not readable")
-        return cls(root)
+        store = cls(root)
+        store.config()  # fail now, in one line, rather than halfway through a command
+        return store
 
     def lock(self) -> None:
         """Take the run's write lock; a second writer gets a clear error instead of a corrupted log."""
@@ -102,7 +104,7 @@ class RunStore:
             try:
                 out.append(json.loads(line))
             except json.JSONDecodeError:
-                break  # a truncated last line from a killed writer
+                continue  # a line torn by a killed writer (append() starts a fresh line after it)
         return out
 
     def evaluated(self) -> dict[str, tuple[Candidate, EvalResult]]:

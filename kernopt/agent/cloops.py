@@ -18,7 +18,7 @@ import tree_sitter_c as tsc
 _PARSER = ts.Parser(ts.Language(tsc.language()))
 _COMPOUND_OPS = {"+=": "+", "-=": "+", "*=": "*", "&=": "&", "|=": "|", "^=": "^"}
 _MINMAX = {"fmax": "max", "fmaxf": "max", "fmaxl": "max", "fmin": "min", "fminf": "min", "fminl": "min"}
-_ARITH_TYPEDEF = re.compile(r"^(u?int\w*_t|size_t|ssize_t|ptrdiff_t)$")
+_ARITH_TYPEDEF = re.compile(r"^(u?int\w*_t|size_t|ssize_t|ptrdiff_t)$")  # integer typedefs
 _OMP = re.compile(r"^\s*#\s*pragma\s+omp\b")
 _NESTING = ("for_statement", "while_statement", "do_statement", "switch_statement")
 
@@ -47,7 +47,7 @@ class Loop:
     triangular: bool  # a nested loop's bounds depend on var
     indirect: bool  # loop bounds read from arrays (CSR-like)
     recurrence: bool  # an array is written and read at textually different subscripts
-    indexed: bool  # var is used in a subscript or call argument (not a pure time-step loop)
+    uses_var: bool  # var is used in the body (a time-step loop's is not)
     calls: frozenset[str]  # functions called in the body
     levels: int  # loop nesting below this one (0 = innermost)
     size: int  # body bytes
@@ -63,14 +63,17 @@ class Loop:
 
     @property
     def parallelizable(self) -> bool:
-        """May carry a new `parallel for`: canonical, no OpenMP construct on, around or inside it."""
-        return (self.canonical and not self.omp and not self.enclosing_omp
+        """May carry a new `parallel for`: canonical, no pragma on it, no OpenMP construct around or inside it.
+
+        (gcc accepts only one loop pragma per loop: `#pragma GCC ivdep` + `#pragma omp simd` is an error.)
+        """
+        return (self.canonical and not self.pragmas and not self.enclosing_omp
                 and not any("parallel" in p for p in self.inner_omp))
 
     @property
     def simdable(self) -> bool:
-        """May carry a new `simd`: innermost, canonical, no omp pragma on or in it, not inside a simd."""
-        return (self.innermost and self.canonical and not self.omp and not self.inner_omp
+        """May carry a new `simd`: innermost, canonical, no pragma on it, no omp inside, not inside a simd."""
+        return (self.innermost and self.canonical and not self.pragmas and not self.inner_omp
                 and not any("simd" in p for p in self.enclosing_omp))
 
 
@@ -131,9 +134,18 @@ def _escapes(body: ts.Node) -> bool:
     return False
 
 
-def _canonical(loop: ts.Node, var: str | None) -> bool:
-    cond, upd, body = _field(loop, "condition"), _field(loop, "update"), _field(loop, "body")
+def _canonical(loop: ts.Node, var: str | None, kinds: dict[str, str]) -> bool:
+    """OpenMP canonical loop over an integer or pointer variable that leaves only at its condition."""
+    cond, upd, body, init = (_field(loop, f) for f in ("condition", "update", "body", "initializer"))
     if var is None or cond is None or upd is None or body is None or cond.type != "binary_expression":
+        return False
+    if init is not None and init.type == "declaration":
+        decl = _field(init, "declarator")
+        kind = "pointer" if decl is not None and decl.type == "init_declarator" and _field(
+            decl, "declarator").type == "pointer_declarator" else _type_kind(_field(init, "type"))  # type: ignore[union-attr]
+    else:
+        kind = kinds.get(var, "")
+    if kind not in ("int", "pointer"):
         return False
     sides = [_field(cond, "left"), _field(cond, "right")]
     if _text(_field(cond, "operator")) not in ("<", "<=", ">", ">=") or all(var in _names(s) for s in sides):
@@ -263,8 +275,16 @@ def _decl_name(node: ts.Node | None) -> str:
     return _text(node)
 
 
+def _type_kind(ty: ts.Node | None) -> str:
+    """'int' for integer types, 'float' for floating types, 'scalar' otherwise (structs, unknown typedefs)."""
+    words = set(_text(ty).split())
+    if ty is not None and ty.type in ("primitive_type", "sized_type_specifier") or _ARITH_TYPEDEF.match(_text(ty)):
+        return "float" if words & {"float", "double", "_Complex"} else "int"
+    return "scalar"
+
+
 def _declarations(root: ts.Node, at: int) -> dict[str, str]:
-    """Names in scope at byte `at` -> 'arith' | 'scalar' | 'pointer' | 'array' (last declaration wins)."""
+    """Names in scope at byte `at` -> 'int' | 'float' | 'scalar' | 'pointer' | 'array' (last one wins)."""
     kinds: dict[str, str] = {}
     for d in _walk(root):
         if d.type not in ("declaration", "parameter_declaration") or d.start_byte > at:
@@ -274,12 +294,9 @@ def _declarations(root: ts.Node, at: int) -> dict[str, str]:
             scope = scope.parent
         if scope is None or not (scope.start_byte <= at < scope.end_byte or scope.type == "translation_unit"):
             continue
-        ty = _field(d, "type")
-        arith = ty is not None and (ty.type in ("primitive_type", "sized_type_specifier")
-                                    or bool(_ARITH_TYPEDEF.match(_text(ty))))
         for decl in d.children_by_field_name("declarator"):
             node = _field(decl, "declarator") if decl.type == "init_declarator" else decl
-            kind = {"identifier": "arith" if arith else "scalar", "pointer_declarator": "pointer",
+            kind = {"identifier": _type_kind(_field(d, "type")), "pointer_declarator": "pointer",
                     "array_declarator": "array"}.get(node.type if node is not None else "")
             if kind:
                 kinds[_decl_name(node)] = kind
@@ -299,16 +316,16 @@ def _scalars(root: ts.Node, loop: ts.Node, var: str | None) -> tuple[tuple[tuple
     written = {_text(t) for n in _walk(body) if (t := _target(n)) is not None and t.type == "identifier"}
     reductions, private = [], []
     for name in sorted(written - local - {var}):
-        op = _reduction_op(name, occ[name]) if kinds.get(name) == "arith" else None
-        if op is not None:
+        op = _reduction_op(name, occ[name]) if kinds.get(name) in ("int", "float") else None
+        if op is not None and (op in "+*max min" or kinds[name] == "int"):  # no bitwise ops on floats
             reductions.append((op, name))
-        elif kinds.get(name) in ("arith", "scalar", "pointer") and body and _assigned_first(name, occ[name], body):
+        elif kinds.get(name, "array") != "array" and body and _assigned_first(name, occ[name], body):
             private.append(name)
     return tuple(reductions), tuple(private)
 
 
-def _perfect(n: ts.Node, var: str | None) -> str | None:
-    """The variable of the single canonical loop nested in n whose header does not use var, or None."""
+def _perfect(n: ts.Node, var: str | None) -> ts.Node | None:
+    """The single canonical loop nested in n whose header does not use var, or None."""
     body = _field(n, "body")
     if body is not None and body.type == "compound_statement":
         stmts = [c for c in body.named_children if c.type != "comment"]
@@ -317,7 +334,7 @@ def _perfect(n: ts.Node, var: str | None) -> str | None:
         return None
     inner = _loop_var(body)
     header = [_field(body, f) for f in ("initializer", "condition", "update")]
-    return inner if inner != var and _canonical(body, inner) and not any(var in _names(h) for h in header) else None
+    return body if inner != var and _canonical(body, inner) and not any(var in _names(h) for h in header) else None
 
 
 def _levels(n: ts.Node) -> int:
@@ -328,29 +345,33 @@ def _levels(n: ts.Node) -> int:
 def analyze(source: str) -> list[Loop]:
     """Every `for` loop inside a function body, in source order."""
     data = source.encode()
-    tree = _PARSER.parse(data)
+    # Pragmas are read from the text; hidden from the parser, which mis-nests `for (..) #pragma .. for`.
+    tree = _PARSER.parse(re.sub(rb"(?m)^[ \t]*#[ \t]*pragma\b.*$", lambda m: b" " * len(m.group()), data))
     lines = data.split(b"\n")
     nodes = [n for n in _walk(tree.root_node) if n.type == "for_statement" and {"function_definition"} <= {
         a.type for a in _ancestors(n)} and "ERROR" not in {a.type for a in _ancestors(n)}]
     index = {n.id: i for i, n in enumerate(nodes)}
     parents = [next((index[a.id] for a in _ancestors(n) if a.id in index), None) for n in nodes]
+    pragmas = {n.id: tuple(lines[r].decode(errors="replace").strip() for r in _pragma_rows(lines, *n.start_point))
+               for n in nodes}
     loops: list[Loop] = []
     for i, n in enumerate(nodes):
         anc = _ancestors(n)
         var, body = _loop_var(n), _field(n, "body")
-        row, col = n.start_point
+        row = n.start_point[0]
         below = [m for m in _walk(body) if m.type == "for_statement"]
         bounds = [x for m in [n, *below] for x in (_field(m, "initializer"), _field(m, "condition"))]
         reductions, private = _scalars(tree.root_node, n, var)
         canonical = _canonical(n, var)
-        body_text = _text(body)
+        inner = _perfect(n, var) if canonical else None
+        body_text = data[body.start_byte:body.end_byte].decode(errors="replace") if body is not None else ""
         loops.append(Loop(
             index=i, start=n.start_byte, end=n.end_byte, line=row,
             indent=re.match(rb"[ \t]*", lines[row]).group().decode(),  # type: ignore[union-attr]
             depth=sum(a.id in index for a in anc), parent=parents[i],
             children=tuple(j for j, p in enumerate(parents) if p == i), var=var, canonical=canonical,
-            inner_var=_perfect(n, var) if canonical else None, innermost=not below,
-            pragmas=tuple(lines[r].decode(errors="replace").strip() for r in _pragma_rows(lines, row, col)),
+            inner_var=_loop_var(inner) if inner is not None and not pragmas[inner.id] else None,
+            innermost=not below, pragmas=pragmas[n.id],
             enclosing_omp=tuple(lines[r].decode(errors="replace").strip() for a in anc if a.type.endswith("statement")
                                 for r in _pragma_rows(lines, *a.start_point) if _OMP.match(lines[r].decode(errors="replace"))),
             inner_omp=tuple(m.group().strip() for m in re.finditer(r"^[ \t]*#\s*pragma\s+omp\b.*$", body_text,
@@ -359,9 +380,7 @@ def analyze(source: str) -> list[Loop]:
             triangular=var is not None and any(var in _names(x) for x in bounds[2:]),
             indirect=any(s.type == "subscript_expression" for x in bounds for s in _walk(x)),
             recurrence=body is not None and _recurrence(body),
-            indexed=var is not None and any(
-                var in _names(_field(s, "index") if s.type == "subscript_expression" else _field(s, "arguments"))
-                for s in _walk(body) if s.type in ("subscript_expression", "call_expression")),
+            uses_var=var is not None and var in _names(body),
             calls=frozenset(_text(_field(s, "function")) for s in _walk(body) if s.type == "call_expression"),
             levels=_levels(n), size=len(body_text.encode())))
     return loops
@@ -371,12 +390,8 @@ def insert_pragma(source: str, loop: Loop, pragma: str) -> str:
     """Source with `pragma` on its own line, at the loop's indentation, right before the loop."""
     text = pragma.strip() if pragma.strip().startswith("#") else "#pragma " + pragma.strip()
     data = source.encode()
-    lines = data.split(b"\n")
     line_start = data.rfind(b"\n", 0, loop.start) + 1
-    rows = _pragma_rows(lines, loop.line, loop.start - line_start)
-    if rows:  # above existing pragmas such as `#pragma GCC ivdep`, which must stay next to the loop
-        line_start = sum(len(x) + 1 for x in lines[: rows[0]])
-    elif data[line_start:loop.start].strip():  # code before the `for` on its line: break the line
+    if data[line_start:loop.start].strip():  # code before the `for` on its line: break the line
         new = f"\n{loop.indent}{text}\n{loop.indent}".encode()
         return (data[:loop.start] + new + data[loop.start:]).decode()
     return (data[:line_start] + f"{loop.indent}{text}\n".encode() + data[line_start:]).decode()

@@ -21,6 +21,7 @@ _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
 _FAST_MATH = ("-ffast-math", 68.0, "allow reassociation and vectorized FP reductions (-ffast-math)")
 _OMP_BIND = (("close", 42.0), ("spread", 38.0))
 _MPI_BIND = (("core", 42.0), ("none", 36.0))
+_USES_OMP = re.compile(r"#\s*pragma\s+omp\b|\bomp_\w+\s*\(")
 
 
 @dataclass(frozen=True)
@@ -65,7 +66,7 @@ def all_moves(task: Task, parent: Candidate, cores: int) -> list[Move]:
     if task.uses_openmp and task.language == "c" and source:
         moves += pragma_moves(task.kernel, source, parent.files)
     moves += flag_moves(task, parent)
-    if task.uses_openmp and "omp" in source:
+    if task.uses_openmp and _USES_OMP.search(source):
         moves += count_moves("threads", parent.threads, task.timing.threads, cores)
         moves += bind_moves(parent, _OMP_BIND)
     if task.uses_mpi:
@@ -79,21 +80,21 @@ def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
     """Loops in deeper nests (more work) first, each nest's outermost good loop before the inner ones.
 
     Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
-    candidate, an obvious recurrence (x[i] written, x[j] read), a loop variable used in no subscript
+    candidate, an obvious recurrence (x[i] written, x[j] read), a loop variable unused in the body
     (a time-step loop) and MPI calls in the body.
     """
-    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size, 2000) / 400.0
+    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size // 500, 4)
     ancestor = loops[loop.parent] if loop.parent is not None else None
     while ancestor is not None:
         if ancestor.parallelizable and _good(ancestor):
             score -= 60.0
             break
         ancestor = loops[ancestor.parent] if ancestor.parent is not None else None
-    return score - (0.0 if _good(loop) else 50.0) - (60.0 if not loop.indexed else 0.0)
+    return score - (0.0 if _good(loop) else 50.0) - (60.0 if not loop.uses_var else 0.0)
 
 
 def _good(loop: Loop) -> bool:
-    return loop.indexed and not loop.recurrence and not any(c.startswith("MPI_") for c in loop.calls)
+    return loop.uses_var and not loop.recurrence and not any(c.startswith("MPI_") for c in loop.calls)
 
 
 def clauses(loop: Loop, collapse: bool = False) -> str:
@@ -184,7 +185,8 @@ def count_moves(knob: str, current: int | None, default: int, cores: int) -> lis
         if value == effective or (value > cores and value != default):
             continue
         score = 80.0 if value == cores and value > effective else 15.0 if value == 1 else 40.0
-        out.append(Move(score, f"time with {value} {knob}{' (task default)' if value == default else ''}",
+        noun = knob if value != 1 else knob.removesuffix("s")
+        out.append(Move(score, f"time with {value} {noun}{' (task default)' if value == default else ''}",
                         {knob: None if value == default else value}))
     return out
 

@@ -70,10 +70,10 @@ class _Capture:
 
 
 def _become_subreaper() -> None:
-    # Orphans of killed sandbox processes are reparented to us instead of pid 1, so we can reap them:
-    # an init that never reaps (as in some VMs/containers) would keep their zombies, and zombies
-    # count against the uid's RLIMIT_NPROC forever. Process-wide and idempotent; other children of
-    # the orchestrator are unaffected while their parents live.
+    # Orphans of killed sandbox processes are reparented to us instead of pid 1, so we can reap them
+    # (by uid): an init that never reaps (as in some VMs) would keep their zombies, and zombies count
+    # against the uid's RLIMIT_NPROC forever. Process-wide and idempotent. Root only: without a
+    # private uid, zombies cannot be told from other children, so they are better left to pid 1.
     _LIBC.prctl(36, 1, 0, 0, 0)  # PR_SET_CHILD_SUBREAPER
 
 
@@ -86,25 +86,27 @@ def _procs() -> list[tuple[int, bytes, int, set[int], int]]:
     for name in os.listdir("/proc"):
         if not name.isdigit() or int(name) == me:
             continue
-        try:
-            fd = os.open(f"/proc/{name}/status", os.O_RDONLY | os.O_CLOEXEC)
-            try:
-                m = _STATUS.search(os.read(fd, 8192))
-            finally:
-                os.close(fd)
-        except OSError:
-            continue  # gone meanwhile
+        m = _STATUS.search(_read(f"/proc/{name}/status"))
         if m:
             out.append((int(name), m[1], int(m[2]), {int(m[i]) for i in range(3, 7)}, int(m[7])))
     return out
 
 
-def _has_marker(pid: int, needle: bytes) -> bool:
+def _read(path: str) -> bytes:
+    """A /proc file's contents, b"" if the process is gone (os.open: twice as fast as open())."""
     try:
-        with open(f"/proc/{pid}/environ", "rb") as f:
-            return needle in b"\0" + f.read()
+        fd = os.open(path, os.O_RDONLY | os.O_CLOEXEC)
     except OSError:
-        return False
+        return b""
+    try:
+        chunks = []
+        while chunk := os.read(fd, 65536):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    except OSError:
+        return b""
+    finally:
+        os.close(fd)
 
 
 def _reap(uid: int | None, needle: bytes | None, budget_s: float = 5.0) -> int:
@@ -112,12 +114,15 @@ def _reap(uid: int | None, needle: bytes | None, budget_s: float = 5.0) -> int:
     repeat until none is left alive (fork bombs race the first rounds). Returns how many are left:
     zombies we cannot reap (their parent is pid 1), or live ones after `budget_s`."""
     end, delay, me = time.monotonic() + budget_s, 0.0005, os.getpid()
+    killed: set[int] = set()  # zombies have an empty environ: recognise the ones we killed by pid
     while True:
         live = left = 0
         for pid, state, ppid, uids, threads in _procs():
-            if not ((uid is not None and uid in uids) or (needle and _has_marker(pid, needle))):
+            zombie = state == b"Z" and threads <= 1  # a zombie leader with live threads is still live
+            if not ((uid is not None and uid in uids) or pid in killed
+                    or (needle and not zombie and needle in _read(f"/proc/{pid}/environ"))):
                 continue
-            if state == b"Z" and threads <= 1:  # a zombie leader with live threads is still live
+            if zombie:
                 try:
                     if ppid != me or os.waitpid(pid, os.WNOHANG)[0] == 0:
                         left += 1
@@ -125,6 +130,7 @@ def _reap(uid: int | None, needle: bytes | None, budget_s: float = 5.0) -> int:
                     left += 1
                 continue
             live += 1
+            killed.add(pid)
             try:
                 os.kill(pid, signal.SIGKILL)
             except OSError:
@@ -135,22 +141,11 @@ def _reap(uid: int | None, needle: bytes | None, budget_s: float = 5.0) -> int:
         delay = min(2 * delay, 0.05)
 
 
-def _named(uid: int) -> bool:
-    for lookup in (pwd.getpwuid, grp.getgrgid):
-        try:
-            lookup(uid)
-            return True
-        except KeyError:
-            pass
-    return False
-
-
 def _acquire_uid() -> tuple[int, int]:
     """A free private uid and the open lock file that holds it (flock: across threads and processes)."""
     os.makedirs(LOCK_DIR, mode=0o700, exist_ok=True)  # in /run: only root can create or lock these
-    for uid in range(UID_BASE, UID_BASE + UID_SLOTS):
-        if _named(uid):
-            continue
+    named = {p.pw_uid for p in pwd.getpwall()} | {g.gr_gid for g in grp.getgrall()}
+    for uid in sorted(set(range(UID_BASE, UID_BASE + UID_SLOTS)) - named):
         fd = os.open(f"{LOCK_DIR}/{uid}.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -218,7 +213,7 @@ def _rlimits(limits: Limits, nproc: int) -> list[tuple[int, int, int]]:
 
 
 def _not_started(why: str) -> ExecResult:
-    return ExecResult(returncode=None, stderr=f"cannot start: {why}", truncated=False)
+    return ExecResult(returncode=None, stderr=f"cannot start: {why}")
 
 
 class LocalSandbox:
@@ -232,16 +227,16 @@ class LocalSandbox:
         marker = uuid.uuid4().hex
         child_env = {"PATH": BASE_PATH, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8",
                      **(env or {}), MARKER: marker}
-        _become_subreaper()
         if os.geteuid() != 0:
             # RLIMIT_NPROC counts all of this user's threads; concurrent runs share that count.
             nproc = limits.max_procs + sum(t for _, _, _, u, t in _procs() if os.getuid() in u)
             return self._execute(command, workdir, child_env, limits, nproc, None, marker)
         blocked = next((p for p in workdir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
-        if blocked is not None:
-            return _not_started(f"the sandbox user cannot enter {workdir}: {blocked} lacks o+x")
-        uid, lock_fd = _acquire_uid()
+        if blocked is not None or not workdir.is_dir():
+            return _not_started(f"the sandbox user cannot enter {workdir}: {blocked or 'it'} is not a directory with o+x")
         mode = stat.S_IMODE(workdir.stat().st_mode)
+        _become_subreaper()
+        uid, lock_fd = _acquire_uid()
         try:
             stale = _reap(uid, None)  # leftovers of an orchestrator that died holding this uid
             _chown_tree(workdir, uid, uid, None)

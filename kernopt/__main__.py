@@ -1,0 +1,3 @@
+from kernopt.cli import app
+
+app(prog_name="kernopt")

@@ -1,0 +1,110 @@
+"""The CLI end to end, in subprocesses: bad input ends in one clear line and a non-zero exit."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import REPO, needs
+
+
+def kernopt(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-m", "kernopt", *args], capture_output=True, text=True, cwd=cwd or REPO,
+                          env={**os.environ, **(env or {})}, timeout=600)
+
+
+def one_error_line(p: subprocess.CompletedProcess[str]) -> str:
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1, p.stderr
+    assert "Traceback" not in p.stderr
+    return lines[0]
+
+
+def test_help_is_fast_and_lists_commands() -> None:
+    p = kernopt("--help")
+    assert p.returncode == 0
+    for cmd in ("optimize", "eval", "task", "runs"):
+        assert cmd in p.stdout
+
+
+def test_missing_task_toml(tmp_path: Path) -> None:
+    p = kernopt("optimize", str(tmp_path))
+    assert p.returncode == 2
+    assert "no task.toml" in one_error_line(p)
+
+
+def test_wrong_target(small_task: Path) -> None:
+    toml = small_task / "task.toml"
+    toml.write_text(toml.read_text().replace('target = "openmp"', 'target = "cobol"'))
+    p = kernopt("task", "check", str(small_task))
+    assert p.returncode == 2
+    assert "unknown target 'cobol'" in one_error_line(p)
+
+
+def test_missing_compiler(small_task: Path) -> None:
+    toml = small_task / "task.toml"
+    toml.write_text(toml.read_text().replace("[timing]", '[build]\ncc = "no-such-cc-9"\n\n[timing]'))
+    p = kernopt("eval", str(small_task), "--candidate", str(small_task / "kernel.c"))
+    assert p.returncode == 2
+    assert "no-such-cc-9 not found" in one_error_line(p)
+
+
+def test_unreadable_and_unknown_run_directory(tmp_path: Path) -> None:
+    p = kernopt("runs", "show", "no-such-run", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2
+    assert "no run 'no-such-run'" in one_error_line(p)
+    (tmp_path / "broken").mkdir()
+    p = kernopt("optimize", "--resume", str(tmp_path / "broken"))
+    assert p.returncode == 2
+    assert "not a kernopt run directory" in one_error_line(p)
+    (tmp_path / "broken" / "config.json").write_text("{not json")
+    p = kernopt("runs", "show", str(tmp_path / "broken"))
+    assert p.returncode == 2
+    assert "config.json is unreadable or invalid" in one_error_line(p)
+
+
+def test_missing_candidate_file(small_task: Path) -> None:
+    p = kernopt("eval", str(small_task), "--candidate", "/nonexistent/k.c")
+    assert p.returncode == 2
+    assert "no such file" in one_error_line(p)
+
+
+def test_bad_search_option(small_task: Path, tmp_path: Path) -> None:
+    p = kernopt("optimize", str(small_task), "--search", "annealing", "--runs-dir", str(tmp_path))
+    assert p.returncode == 2
+    assert "annealing" in one_error_line(p)
+
+
+@needs("gcc")
+def test_eval_json_compile_error(small_task: Path, tmp_path: Path) -> None:
+    bad = tmp_path / "bad.c"
+    bad.write_text("void gemm(long n, const double *a, const double *b, double *c) { this is not C; }\n")
+    p = kernopt("eval", str(small_task), "--candidate", str(bad), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["status"] == "compile_error" and out["speedup"] is None
+    assert "does not compile" in out["reason"] and "error" in out["reason"]
+
+
+@needs("gcc", "clang")
+def test_eval_json_ok_on_baseline(small_task: Path) -> None:
+    p = kernopt("eval", str(small_task), "--candidate", str(small_task / "kernel.c"), "--json")
+    assert p.returncode == 0, p.stderr
+    out = json.loads(p.stdout)
+    assert out["status"] == "ok" and out["speedup"] > 0
+    assert out["verification"]["seeds"] >= 5 and out["verification"]["threads"] == [1, 2, 3, 4]
+    assert len(out["verification"]["sizes"]) >= 3
+
+
+@needs("gcc")
+def test_task_check_reports_input_independent_output(small_task: Path) -> None:
+    kernel = small_task / "kernel.c"
+    kernel.write_text(kernel.read_text().replace("c[i * n + j] = s;", "c[i * n + j] = (double)(i + j);"))
+    p = kernopt("task", "check", str(small_task))
+    assert p.returncode == 1
+    assert "does not depend on its inputs" in p.stdout + p.stderr

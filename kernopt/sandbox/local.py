@@ -231,9 +231,11 @@ class LocalSandbox:
             # RLIMIT_NPROC counts all of this user's threads; concurrent runs share that count.
             nproc = limits.max_procs + sum(t for _, _, _, u, t in _procs() if os.getuid() in u)
             return self._execute(command, workdir, child_env, limits, nproc, None, marker)
+        if not workdir.is_dir():
+            return _not_started(f"no directory {workdir}")
         blocked = next((p for p in workdir.parents if not p.stat().st_mode & stat.S_IXOTH), None)
-        if blocked is not None or not workdir.is_dir():
-            return _not_started(f"the sandbox user cannot enter {workdir}: {blocked or 'it'} is not a directory with o+x")
+        if blocked is not None:
+            return _not_started(f"the sandbox user cannot enter {workdir}: {blocked} lacks o+x")
         mode = stat.S_IMODE(workdir.stat().st_mode)
         _become_subreaper()
         uid, lock_fd = _acquire_uid()

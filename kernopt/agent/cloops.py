@@ -3,7 +3,7 @@
 `analyze(source)` returns every `for` inside a function body (preorder) with what the tuner needs to
 place `#pragma omp parallel for` / `simd`: canonical form, nesting, reductions and privates, existing
 pragmas, and hints for the prior (triangular or indirect bounds, obvious recurrences). Pragmas are
-inserted by text edit, so the rest of the source is kept byte for byte.
+read from and inserted into the text, so the rest of the source is kept byte for byte.
 """
 
 from __future__ import annotations
@@ -18,8 +18,10 @@ import tree_sitter_c as tsc
 _PARSER = ts.Parser(ts.Language(tsc.language()))
 _COMPOUND_OPS = {"+=": "+", "-=": "+", "*=": "*", "&=": "&", "|=": "|", "^=": "^"}
 _MINMAX = {"fmax": "max", "fmaxf": "max", "fmaxl": "max", "fmin": "min", "fminf": "min", "fminl": "min"}
-_ARITH_TYPEDEF = re.compile(r"^(u?int\w*_t|size_t|ssize_t|ptrdiff_t)$")  # integer typedefs
+_INT_TYPEDEF = re.compile(r"^(u?int\w*_t|size_t|ssize_t|ptrdiff_t)$")
 _OMP = re.compile(r"^\s*#\s*pragma\s+omp\b")
+_PRAGMA_LINE = re.compile(rb"(?m)^[ \t]*#[ \t]*pragma\b.*$")
+_IDENT = r"(?<![\w.])[A-Za-z_]\w*"
 _NESTING = ("for_statement", "while_statement", "do_statement", "switch_statement")
 
 
@@ -36,14 +38,16 @@ class Loop:
     parent: int | None  # index of the enclosing `for`
     children: tuple[int, ...]  # indices of the `for` loops directly inside
     var: str | None
-    canonical: bool  # OpenMP canonical form; no break/return/goto leaves the body
-    inner_var: str | None  # set when perfectly nested: body is one canonical `for` whose header ignores var
+    canonical: bool  # OpenMP canonical form over an integer/pointer; no break/return/goto leaves the body
+    inner_var: str | None  # perfectly nested: the body is one canonical `for` (no pragma) whose header ignores var
     innermost: bool
     pragmas: tuple[str, ...]  # `#pragma` lines directly before the loop
     enclosing_omp: tuple[str, ...]  # omp pragmas on enclosing statements
     inner_omp: tuple[str, ...]  # omp pragma lines inside the body
+    collapsed: bool  # part of an enclosing loop's collapse(k) nest
     reductions: tuple[tuple[str, str], ...]  # (operator, variable)
     private: tuple[str, ...]  # outer variables assigned before any use in each iteration
+    shared: tuple[str, ...]  # other outer scalars written in the body (a race or a scalar recurrence)
     triangular: bool  # a nested loop's bounds depend on var
     indirect: bool  # loop bounds read from arrays (CSR-like)
     recurrence: bool  # an array is written and read at textually different subscripts
@@ -63,18 +67,16 @@ class Loop:
 
     @property
     def parallelizable(self) -> bool:
-        """May carry a new `parallel for`: canonical, no pragma on it, no OpenMP construct around or inside it.
-
-        (gcc accepts only one loop pragma per loop: `#pragma GCC ivdep` + `#pragma omp simd` is an error.)
-        """
+        """May take a new `parallel for`: canonical, no pragma on it (gcc allows one loop pragma), no
+        OpenMP construct around it, no parallel region inside it."""
         return (self.canonical and not self.pragmas and not self.enclosing_omp
                 and not any("parallel" in p for p in self.inner_omp))
 
     @property
     def simdable(self) -> bool:
-        """May carry a new `simd`: innermost, canonical, no pragma on it, no omp inside, not inside a simd."""
+        """May take a new `simd`: innermost, canonical, no pragma on it, no omp inside, not inside a simd."""
         return (self.innermost and self.canonical and not self.pragmas and not self.inner_omp
-                and not any("simd" in p for p in self.enclosing_omp))
+                and not self.collapsed and not any("simd" in p for p in self.enclosing_omp))
 
 
 def _walk(node: ts.Node | None) -> Iterator[ts.Node]:
@@ -97,6 +99,10 @@ def _field(node: ts.Node | None, name: str) -> ts.Node | None:
     return node.child_by_field_name(name) if node is not None else None
 
 
+def _is(node: ts.Node | None, name: str) -> bool:
+    return node is not None and node.type == "identifier" and _text(node) == name
+
+
 def _ancestors(n: ts.Node) -> list[ts.Node]:
     out, p = [], n.parent
     while p is not None:
@@ -111,164 +117,6 @@ def _target(n: ts.Node) -> ts.Node | None:
         _field(n, "argument") if n.type == "update_expression" else None)
 
 
-def _loop_var(loop: ts.Node) -> str | None:
-    init = _field(loop, "initializer")
-    if init is not None and init.type == "declaration":
-        decls = [c for c in init.named_children if c.type == "init_declarator"]
-        name = _field(decls[0], "declarator") if len(decls) == 1 else None
-        return _text(name) if name is not None and name.type == "identifier" else None
-    if init is not None and init.type == "assignment_expression" and _text(_field(init, "operator")) == "=":
-        left = _field(init, "left")
-        return _text(left) if left is not None and left.type == "identifier" else None
-    return None
-
-
-def _escapes(body: ts.Node) -> bool:
-    """Whether the body has a break (not inside a nested loop/switch), a return or a goto."""
-    stack = [(c, False) for c in body.children]
-    while stack:
-        n, nested = stack.pop()
-        if n.type in ("return_statement", "goto_statement") or (n.type == "break_statement" and not nested):
-            return True
-        stack.extend((c, nested or n.type in _NESTING) for c in n.children)
-    return False
-
-
-def _canonical(loop: ts.Node, var: str | None, kinds: dict[str, str]) -> bool:
-    """OpenMP canonical loop over an integer or pointer variable that leaves only at its condition."""
-    cond, upd, body, init = (_field(loop, f) for f in ("condition", "update", "body", "initializer"))
-    if var is None or cond is None or upd is None or body is None or cond.type != "binary_expression":
-        return False
-    if init is not None and init.type == "declaration":
-        decl = _field(init, "declarator")
-        kind = "pointer" if decl is not None and decl.type == "init_declarator" and _field(
-            decl, "declarator").type == "pointer_declarator" else _type_kind(_field(init, "type"))  # type: ignore[union-attr]
-    else:
-        kind = kinds.get(var, "")
-    if kind not in ("int", "pointer"):
-        return False
-    sides = [_field(cond, "left"), _field(cond, "right")]
-    if _text(_field(cond, "operator")) not in ("<", "<=", ">", ">=") or all(var in _names(s) for s in sides):
-        return False
-    if not any(s is not None and s.type == "identifier" and _text(s) == var for s in sides):
-        return False
-    if upd.type == "assignment_expression" and _text(_field(upd, "operator")) not in ("+=", "-="):
-        return False
-    written = [_target(n) for n in _walk(body)]
-    return _text(_target(upd)) == var and var not in {_text(w) for w in written} and not _escapes(body)
-
-
-def _pragma_rows(lines: list[bytes], row: int, col: int) -> list[int]:
-    """Rows of the `#pragma` lines directly above (row, col), top-down; none if code precedes col."""
-    if lines[row][:col].strip():
-        return []
-    rows, r = [], row - 1
-    while r >= 0 and (not lines[r].strip() or lines[r].lstrip().startswith((b"#pragma", b"# pragma", b"//"))):
-        rows += [r] if lines[r].lstrip().startswith(b"#") else []
-        r -= 1
-    return rows[::-1]
-
-
-def _base(node: ts.Node | None) -> str | None:
-    while node is not None and node.type == "subscript_expression":
-        node = _field(node, "argument")
-    return _text(node) if node is not None and node.type == "identifier" else None
-
-
-def _recurrence(body: ts.Node) -> bool:
-    """An array written at one subscript and read at another inside the body."""
-    writes: dict[str, set[str]] = {}
-    subs = [n for n in _walk(body) if n.type == "subscript_expression"
-            and not (n.parent is not None and _field(n.parent, "argument") == n)]
-    for n in _walk(body):
-        t = _target(n)
-        if t is not None and t.type == "subscript_expression" and _base(t):
-            writes.setdefault(_base(t) or "", set()).add(_text(t))
-    return any(_text(s) not in writes.get(_base(s) or "", {_text(s)}) for s in subs)
-
-
-def _reduction_op(name: str, occ: list[ts.Node]) -> str | None:
-    """The reduction operator if every occurrence of name is part of one kind of reduction update."""
-    ops, used = set(), set()
-    for o in (o for o in occ if o.parent is not None):
-        if o.id in used:
-            continue
-        p, op, parts = o.parent, None, [o]
-        if p.type == "update_expression":
-            op = "+"
-        elif p.type == "assignment_expression" and _field(p, "left") == o:
-            kind, right = _text(_field(p, "operator")), _field(p, "right")
-            if kind in _COMPOUND_OPS and name not in _names(right):
-                op = _COMPOUND_OPS[kind]
-            elif kind == "=" and right is not None:
-                op, extra = _rhs_op(name, right)
-                parts += extra
-        elif p.type == "binary_expression":
-            op, extra = _if_max(name, p)
-            parts += extra
-        if op is None:
-            return None
-        ops.add(op)
-        used.update(n.id for n in parts)
-    return ops.pop() if len(ops) == 1 else None
-
-
-def _rhs_op(name: str, right: ts.Node) -> tuple[str | None, list[ts.Node]]:
-    """`s = s + e`, `s = e * s`, `s = s - e`, `s = fmax(s, e)`: the op and the read of s it consumes."""
-    op = _text(_field(right, "operator"))
-    if right.type == "binary_expression" and op in ("+", "-", "*"):
-        left, rhs = _field(right, "left"), _field(right, "right")
-        for mine, other in [(left, rhs)] + ([(rhs, left)] if op != "-" else []):
-            if mine is not None and mine.type == "identifier" and _text(mine) == name and name not in _names(other):
-                return ("*" if op == "*" else "+"), [mine]
-    fn = _text(_field(right, "function"))
-    if right.type == "call_expression" and fn in _MINMAX:
-        args = [a for a in (_field(right, "arguments") or right).named_children if a.type != "comment"]
-        mine = [a for a in args if a.type == "identifier" and _text(a) == name]
-        if len(args) == 2 and len(mine) == 1 and name not in _names(next(a for a in args if a != mine[0])):
-            return _MINMAX[fn], mine
-    return None, []
-
-
-def _if_max(name: str, cond: ts.Node) -> tuple[str | None, list[ts.Node]]:
-    """`if (e > s) s = e;` (max) or `if (e < s) s = e;` (min): the op and the nodes of s consumed."""
-    paren = cond.parent
-    stmt = paren.parent if paren is not None and paren.type == "parenthesized_expression" else None
-    if stmt is None or stmt.type != "if_statement" or _field(stmt, "alternative") is not None:
-        return None, []
-    op, left, right = _text(_field(cond, "operator")), _field(cond, "left"), _field(cond, "right")
-    if op not in ("<", ">", "<=", ">=") or left is None or right is None:
-        return None, []
-    mine_left = left.type == "identifier" and _text(left) == name
-    mine, other = (left, right) if mine_left else (right, left)
-    body = _field(stmt, "consequence")
-    if body is not None and body.type == "compound_statement" and len(body.named_children) == 1:
-        body = body.named_children[0]
-    assign = body.named_children[0] if body is not None and body.type == "expression_statement" else None
-    if (mine.type != "identifier" or _text(mine) != name or name in _names(other) or assign is None
-            or assign.type != "assignment_expression" or _text(_field(assign, "operator")) != "="
-            or _text(_field(assign, "left")) != name or _text(_field(assign, "right")) != _text(other)):
-        return None, []
-    target = _field(assign, "left")
-    return ("max" if (op in (">", ">=")) != mine_left else "min"), [mine] + ([target] if target else [])
-
-
-def _assigned_first(name: str, occ: list[ts.Node], body: ts.Node) -> bool:
-    """The first occurrence is `name = e` (e without name) and dominates every other occurrence."""
-    assign = occ[0].parent
-    if assign is None or assign.type != "assignment_expression" or _field(assign, "left") != occ[0] or (
-            _text(_field(assign, "operator")) != "=" or name in _names(_field(assign, "right"))):
-        return False
-    cur = assign
-    while cur != body and cur.parent is not None:  # climb while the assignment runs unconditionally
-        p = cur.parent
-        if not (p.type in ("expression_statement", "compound_statement")
-                or (p.type == "for_statement" and _field(p, "initializer") == cur)):
-            break
-        cur = p
-    return all(cur.start_byte <= o.start_byte < cur.end_byte for o in occ)
-
-
 def _decl_name(node: ts.Node | None) -> str:
     while node is not None and node.type != "identifier":
         node = _field(node, "declarator")
@@ -276,10 +124,9 @@ def _decl_name(node: ts.Node | None) -> str:
 
 
 def _type_kind(ty: ts.Node | None) -> str:
-    """'int' for integer types, 'float' for floating types, 'scalar' otherwise (structs, unknown typedefs)."""
-    words = set(_text(ty).split())
-    if ty is not None and ty.type in ("primitive_type", "sized_type_specifier") or _ARITH_TYPEDEF.match(_text(ty)):
-        return "float" if words & {"float", "double", "_Complex"} else "int"
+    """'int' or 'float' for arithmetic types, 'scalar' for anything else (structs, unknown typedefs)."""
+    if ty is not None and (ty.type in ("primitive_type", "sized_type_specifier") or _INT_TYPEDEF.match(_text(ty))):
+        return "float" if {"float", "double", "_Complex"} & set(_text(ty).split()) else "int"
     return "scalar"
 
 
@@ -303,38 +150,212 @@ def _declarations(root: ts.Node, at: int) -> dict[str, str]:
     return kinds
 
 
-def _scalars(root: ts.Node, loop: ts.Node, var: str | None) -> tuple[tuple[tuple[str, str], ...], tuple[str, ...]]:
-    """Reductions and privates for the outer-scope variables the body writes."""
-    body = _field(loop, "body")
+def _loop_var(loop: ts.Node, kinds: dict[str, str]) -> tuple[str | None, str]:
+    """The loop variable set by the initializer and its kind."""
+    init = _field(loop, "initializer")
+    if init is not None and init.type == "declaration":
+        decls = [c for c in init.named_children if c.type == "init_declarator"]
+        node = _field(decls[0], "declarator") if len(decls) == 1 else None
+        if node is not None and node.type in ("identifier", "pointer_declarator"):
+            return _decl_name(node), "pointer" if node.type != "identifier" else _type_kind(_field(init, "type"))
+    elif init is not None and init.type == "assignment_expression" and _text(_field(init, "operator")) == "=":
+        left = _field(init, "left")
+        if left is not None and left.type == "identifier":
+            return _text(left), kinds.get(_text(left), "")
+    return None, ""
+
+
+def _escapes(body: ts.Node) -> bool:
+    """Whether the body has a break (not inside a nested loop/switch), a return or a goto."""
+    stack = [(c, False) for c in body.children]
+    while stack:
+        n, nested = stack.pop()
+        if n.type in ("return_statement", "goto_statement") or (n.type == "break_statement" and not nested):
+            return True
+        stack.extend((c, nested or n.type in _NESTING) for c in n.children)
+    return False
+
+
+def _canonical(loop: ts.Node, kinds: dict[str, str]) -> str | None:
+    """The variable of an OpenMP canonical loop over an integer or pointer, or None."""
+    var, kind = _loop_var(loop, kinds)
+    cond, upd, body = _field(loop, "condition"), _field(loop, "update"), _field(loop, "body")
+    if var is None or kind not in ("int", "pointer") or cond is None or upd is None or body is None:
+        return None
+    sides = [_field(cond, "left"), _field(cond, "right")]
+    if cond.type != "binary_expression" or _text(_field(cond, "operator")) not in ("<", "<=", ">", ">="):
+        return None
+    if not any(_is(s, var) for s in sides) or all(var in _names(s) for s in sides):
+        return None
+    if upd.type == "assignment_expression" and _text(_field(upd, "operator")) not in ("+=", "-="):
+        return None
+    written = {_text(_target(n)) for n in _walk(body)}
+    return var if _is(_target(upd), var) and var not in written and not _escapes(body) else None
+
+
+def _pragma_rows(lines: list[bytes], row: int, col: int) -> list[int]:
+    """Rows of the `#pragma` lines directly above (row, col), top-down; none if code precedes col."""
+    if lines[row][:col].strip():
+        return []
+    rows, r = [], row - 1
+    while r >= 0 and (not lines[r].strip() or lines[r].lstrip().startswith((b"#pragma", b"# pragma", b"//"))):
+        rows += [r] if lines[r].lstrip().startswith(b"#") else []
+        r -= 1
+    return rows[::-1]
+
+
+def _base(node: ts.Node | None) -> str:
+    while node is not None and node.type == "subscript_expression":
+        node = _field(node, "argument")
+    return _text(node) if node is not None and node.type == "identifier" else ""
+
+
+def _terms(node: ts.Node | None, sign: str = "+") -> list[str]:
+    """Additive terms of an index: `i * n + j - 1` -> ['+i*n', '+j', '-1']."""
+    op = _text(_field(node, "operator"))
+    if node is not None and node.type == "binary_expression" and op in ("+", "-"):
+        return _terms(_field(node, "left"), sign) + _terms(_field(node, "right"), sign if op == "+" else "+-"[sign == "+"])
+    return [sign + re.sub(r"\s+", "", _text(node))]
+
+
+def _recurrence(body: ts.Node, var: str | None) -> bool:
+    """An array element written in one iteration and read in another (x[i] written, x[i - 1] or x[j] read
+    with j < i): the write does not move with var, or the read's index differs from it by a term that
+    moves with var (var, locals, inner loops bounded by var), or by a constant along such a term."""
+    varying = {var} | {_decl_name(d) for n in _walk(body) if n.type == "declaration"
+                       and _field(n.parent, "initializer") != n for d in n.children_by_field_name("declarator")}
+    for m in (m for m in _walk(body) if m.type == "for_statement"):
+        if varying & (_names(_field(m, "initializer")) | _names(_field(m, "condition"))):
+            varying |= {_loop_var(m, {})[0]}
+
+    def dims(n: ts.Node | None) -> list[list[str]]:
+        out: list[list[str]] = []
+        while n is not None and n.type == "subscript_expression":
+            out.insert(0, _terms(_field(n, "index")))
+            n = _field(n, "argument")
+        return out
+
+    def moves(terms: list[str]) -> bool:
+        return bool(set(re.findall(_IDENT, "".join(terms))) & varying)
+
+    def meets(w: list[list[str]], r: list[list[str]]) -> bool:
+        if len(w) != len(r) or not any(moves(a) for a in w):
+            return True
+        for a, b in zip(w, r, strict=True):
+            diff = [t for t in a if t not in b] + [t for t in b if t not in a]
+            if diff and (moves(diff) or (not re.search(_IDENT, "".join(diff)) and moves(a))):
+                return True
+        return False
+
+    targets = [t for t in (_target(n) for n in _walk(body)) if t is not None and t.type == "subscript_expression"]
+    stores = {t.id for t in targets if t.parent is not None and _text(_field(t.parent, "operator")) == "="}
+    reads = [n for n in _walk(body) if n.type == "subscript_expression" and _field(n.parent, "argument") != n
+             and n.id not in stores]
+    return any(_base(w) and _base(w) == _base(r) and meets(dims(w), dims(r)) for w in targets for r in reads)
+
+
+def _reduction_op(name: str, occ: list[ts.Node]) -> str | None:
+    """The reduction operator if every occurrence of name is part of one kind of reduction update:
+    `s += e`, `s *= e`, `s++`, `s = s + e`, `s = fmax(s, e)`, `if (e > s) s = e` (e never reads s)."""
+    ops: set[str] = set()
+    used: set[int] = set()
+    for o in occ:
+        if o.id in used or o.parent is None:
+            continue
+        p, op, parts = o.parent, None, [o]
+        kind, right = _text(_field(p, "operator")), _field(p, "right")
+        if p.type == "update_expression":
+            op = "+"
+        elif p.type == "assignment_expression" and _field(p, "left") == o and right is not None:
+            if kind in _COMPOUND_OPS and name not in _names(right):
+                op = _COMPOUND_OPS[kind]
+            elif kind == "=" and right.type == "binary_expression" and _text(_field(right, "operator")) in ("+", "-", "*"):
+                rop, rl, rr = _text(_field(right, "operator")), _field(right, "left"), _field(right, "right")
+                for mine, other in [(rl, rr)] + ([(rr, rl)] if rop != "-" else []):
+                    if mine is not None and _is(mine, name) and name not in _names(other):
+                        op, parts = ("*" if rop == "*" else "+"), [o, mine]
+                        break
+            elif kind == "=" and right.type == "call_expression" and _text(_field(right, "function")) in _MINMAX:
+                args = [a for a in (_field(right, "arguments") or right).named_children if a.type != "comment"]
+                hits = [a for a in args if _is(a, name)]
+                if len(args) == 2 and len(hits) == 1 and name not in _names(next(a for a in args if a != hits[0])):
+                    op, parts = _MINMAX[_text(_field(right, "function"))], [o, hits[0]]
+        elif p.type == "binary_expression":
+            op, parts = _if_max(name, p)
+        if op is None:
+            return None
+        ops.add(op)
+        used.update(n.id for n in parts)
+    return ops.pop() if len(ops) == 1 else None
+
+
+def _if_max(name: str, cond: ts.Node) -> tuple[str | None, list[ts.Node]]:
+    """`if (e > s) s = e;` (max) or `if (e < s) s = e;` (min): the op and the nodes of s consumed."""
+    stmt = cond.parent.parent if cond.parent is not None and cond.parent.type == "parenthesized_expression" else None
+    if stmt is None or stmt.type != "if_statement" or _field(stmt, "alternative") is not None:
+        return None, []
+    op, left, right = _text(_field(cond, "operator")), _field(cond, "left"), _field(cond, "right")
+    mine, other = (left, right) if _is(left, name) else (right, left)
+    body = _field(stmt, "consequence")
+    if body is not None and body.type == "compound_statement" and len(body.named_children) == 1:
+        body = body.named_children[0]
+    assign = body.named_children[0] if body is not None and body.type == "expression_statement" else None
+    if (op not in ("<", ">", "<=", ">=") or mine is None or not _is(mine, name) or name in _names(other)
+            or assign is None or assign.type != "assignment_expression" or _text(_field(assign, "operator")) != "="
+            or not _is(_field(assign, "left"), name) or _text(_field(assign, "right")) != _text(other)):
+        return None, []
+    target = _field(assign, "left")
+    return ("max" if (op in (">", ">=")) != (mine == left) else "min"), [mine] + ([target] if target else [])
+
+
+def _assigned_first(name: str, occ: list[ts.Node], body: ts.Node) -> bool:
+    """The first occurrence is `name = e` (e without name) and dominates every other occurrence."""
+    assign = occ[0].parent
+    if assign is None or assign.type != "assignment_expression" or _field(assign, "left") != occ[0] or (
+            _text(_field(assign, "operator")) != "=" or name in _names(_field(assign, "right"))):
+        return False
+    cur = assign
+    while cur != body and cur.parent is not None:  # climb while the assignment runs unconditionally
+        p = cur.parent
+        if not (p.type in ("expression_statement", "compound_statement") or _field(p, "initializer") == cur):
+            break
+        cur = p
+    return all(cur.start_byte <= o.start_byte < cur.end_byte for o in occ)
+
+
+def _scalars(body: ts.Node | None, var: str | None,
+             kinds: dict[str, str]) -> tuple[list[tuple[str, str]], list[str], list[str]]:
+    """Reductions, privates and other written variables among the outer-scope variables the body writes."""
     local = {_decl_name(d) for n in _walk(body) if n.type == "declaration"
              for d in n.children_by_field_name("declarator")}
     occ: dict[str, list[ts.Node]] = {}
     for n in _walk(body):
         if n.type == "identifier":
             occ.setdefault(_text(n), []).append(n)
-    kinds = _declarations(root, loop.start_byte)
     written = {_text(t) for n in _walk(body) if (t := _target(n)) is not None and t.type == "identifier"}
-    reductions, private = [], []
+    reductions: list[tuple[str, str]] = []
+    private: list[str] = []
+    shared: list[str] = []
     for name in sorted(written - local - {var}):
         op = _reduction_op(name, occ[name]) if kinds.get(name) in ("int", "float") else None
-        if op is not None and (op in "+*max min" or kinds[name] == "int"):  # no bitwise ops on floats
+        if op is not None and (op in ("+", "*", "max", "min") or kinds[name] == "int"):  # no bitwise ops on floats
             reductions.append((op, name))
-        elif kinds.get(name, "array") != "array" and body and _assigned_first(name, occ[name], body):
+        elif body is not None and kinds.get(name, "array") != "array" and _assigned_first(name, occ[name], body):
             private.append(name)
-    return tuple(reductions), tuple(private)
+        else:
+            shared.append(name)
+    return reductions, private, shared
 
 
-def _perfect(n: ts.Node, var: str | None) -> ts.Node | None:
+def _perfect(n: ts.Node, var: str, kinds: dict[str, str]) -> ts.Node | None:
     """The single canonical loop nested in n whose header does not use var, or None."""
     body = _field(n, "body")
     if body is not None and body.type == "compound_statement":
         stmts = [c for c in body.named_children if c.type != "comment"]
         body = stmts[0] if len(stmts) == 1 else None
-    if body is None or body.type != "for_statement":
+    if body is None or body.type != "for_statement" or _canonical(body, kinds) in (None, var):
         return None
-    inner = _loop_var(body)
-    header = [_field(body, f) for f in ("initializer", "condition", "update")]
-    return body if inner != var and _canonical(body, inner) and not any(var in _names(h) for h in header) else None
+    return None if any(var in _names(_field(body, f)) for f in ("initializer", "condition", "update")) else body
 
 
 def _levels(n: ts.Node) -> int:
@@ -345,45 +366,58 @@ def _levels(n: ts.Node) -> int:
 def analyze(source: str) -> list[Loop]:
     """Every `for` loop inside a function body, in source order."""
     data = source.encode()
-    # Pragmas are read from the text; hidden from the parser, which mis-nests `for (..) #pragma .. for`.
-    tree = _PARSER.parse(re.sub(rb"(?m)^[ \t]*#[ \t]*pragma\b.*$", lambda m: b" " * len(m.group()), data))
+    # Pragmas are read from the text and hidden from the parser, which mis-nests `for (..) #pragma .. for`.
+    tree = _PARSER.parse(_PRAGMA_LINE.sub(lambda m: b" " * len(m.group()), data))
     lines = data.split(b"\n")
-    nodes = [n for n in _walk(tree.root_node) if n.type == "for_statement" and {"function_definition"} <= {
-        a.type for a in _ancestors(n)} and "ERROR" not in {a.type for a in _ancestors(n)}]
+    nodes = [n for n in _walk(tree.root_node) if n.type == "for_statement"
+             and "function_definition" in (types := {a.type for a in _ancestors(n)}) and "ERROR" not in types]
     index = {n.id: i for i, n in enumerate(nodes)}
     parents = [next((index[a.id] for a in _ancestors(n) if a.id in index), None) for n in nodes]
-    pragmas = {n.id: tuple(lines[r].decode(errors="replace").strip() for r in _pragma_rows(lines, *n.start_point))
-               for n in nodes}
+
+    def pragmas_of(node: ts.Node) -> tuple[str, ...]:
+        return tuple(lines[r].decode(errors="replace").strip() for r in _pragma_rows(lines, *node.start_point))
+
+    def collapsed(i: int) -> bool:
+        up, levels = parents[i], 1
+        while up is not None:
+            m = re.search(r"\bcollapse\s*\(\s*(\d+)", " ".join(p for p in pragmas_of(nodes[up]) if _OMP.match(p)))
+            if m and int(m.group(1)) > levels:
+                return True
+            up, levels = parents[up], levels + 1
+        return False
+
     loops: list[Loop] = []
     for i, n in enumerate(nodes):
-        anc = _ancestors(n)
-        var, body = _loop_var(n), _field(n, "body")
-        row = n.start_point[0]
+        kinds = _declarations(tree.root_node, n.start_byte)
+        canonical = _canonical(n, kinds)
+        var, body = canonical or _loop_var(n, kinds)[0], _field(n, "body")
         below = [m for m in _walk(body) if m.type == "for_statement"]
         bounds = [x for m in [n, *below] for x in (_field(m, "initializer"), _field(m, "condition"))]
-        reductions, private = _scalars(tree.root_node, n, var)
-        canonical = _canonical(n, var)
-        inner = _perfect(n, var) if canonical else None
+        inner = _perfect(n, canonical, kinds) if canonical else None
         body_text = data[body.start_byte:body.end_byte].decode(errors="replace") if body is not None else ""
+        reductions, private, shared = _scalars(body, var, kinds)
         loops.append(Loop(
-            index=i, start=n.start_byte, end=n.end_byte, line=row,
-            indent=re.match(rb"[ \t]*", lines[row]).group().decode(),  # type: ignore[union-attr]
-            depth=sum(a.id in index for a in anc), parent=parents[i],
-            children=tuple(j for j, p in enumerate(parents) if p == i), var=var, canonical=canonical,
-            inner_var=_loop_var(inner) if inner is not None and not pragmas[inner.id] else None,
-            innermost=not below, pragmas=pragmas[n.id],
-            enclosing_omp=tuple(lines[r].decode(errors="replace").strip() for a in anc if a.type.endswith("statement")
-                                for r in _pragma_rows(lines, *a.start_point) if _OMP.match(lines[r].decode(errors="replace"))),
-            inner_omp=tuple(m.group().strip() for m in re.finditer(r"^[ \t]*#\s*pragma\s+omp\b.*$", body_text,
-                                                                   re.MULTILINE)),
-            reductions=reductions, private=private,
+            index=i, start=n.start_byte, end=n.end_byte, line=n.start_point[0],
+            indent=_text_indent(lines[n.start_point[0]]), depth=sum(a.id in index for a in _ancestors(n)),
+            parent=parents[i], children=tuple(j for j, p in enumerate(parents) if p == i), var=var,
+            canonical=canonical is not None,
+            inner_var=_canonical(inner, kinds) if inner is not None and not pragmas_of(inner) else None,
+            innermost=not below, pragmas=pragmas_of(n),
+            enclosing_omp=tuple(p for a in _ancestors(n) if a.type.endswith("statement")
+                                for p in pragmas_of(a) if _OMP.match(p)),
+            collapsed=collapsed(i),
+            inner_omp=tuple(m.group().strip() for m in re.finditer(r"(?m)^[ \t]*#\s*pragma\s+omp\b.*$", body_text)),
+            reductions=tuple(reductions), private=tuple(private), shared=tuple(shared),
             triangular=var is not None and any(var in _names(x) for x in bounds[2:]),
             indirect=any(s.type == "subscript_expression" for x in bounds for s in _walk(x)),
-            recurrence=body is not None and _recurrence(body),
-            uses_var=var is not None and var in _names(body),
+            recurrence=body is not None and _recurrence(body, var), uses_var=var is not None and var in _names(body),
             calls=frozenset(_text(_field(s, "function")) for s in _walk(body) if s.type == "call_expression"),
             levels=_levels(n), size=len(body_text.encode())))
     return loops
+
+
+def _text_indent(line: bytes) -> str:
+    return line[: len(line) - len(line.lstrip(b" \t"))].decode()
 
 
 def insert_pragma(source: str, loop: Loop, pragma: str) -> str:
@@ -392,8 +426,7 @@ def insert_pragma(source: str, loop: Loop, pragma: str) -> str:
     data = source.encode()
     line_start = data.rfind(b"\n", 0, loop.start) + 1
     if data[line_start:loop.start].strip():  # code before the `for` on its line: break the line
-        new = f"\n{loop.indent}{text}\n{loop.indent}".encode()
-        return (data[:loop.start] + new + data[loop.start:]).decode()
+        return (data[:loop.start] + f"\n{loop.indent}{text}\n{loop.indent}".encode() + data[loop.start:]).decode()
     return (data[:line_start] + f"{loop.indent}{text}\n".encode() + data[line_start:]).decode()
 
 
@@ -405,5 +438,5 @@ def rewrite_pragma(source: str, loop: Loop, new: str) -> str | None:
     rows = [r for r in _pragma_rows(lines, loop.line, col) if _OMP.match(lines[r].decode(errors="replace"))]
     if not rows or lines[rows[-1]].rstrip().endswith(b"\\"):
         return None
-    lines[rows[-1]] = re.match(rb"[ \t]*", lines[rows[-1]]).group() + new.strip().encode()  # type: ignore[union-attr]
+    lines[rows[-1]] = _text_indent(lines[rows[-1]]).encode() + new.strip().encode()
     return b"\n".join(lines).decode()

@@ -80,8 +80,8 @@ def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
     """Loops in deeper nests (more work) first, each nest's outermost good loop before the inner ones.
 
     Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
-    candidate, an obvious recurrence (x[i] written, x[j] read), a loop variable unused in the body
-    (a time-step loop) and MPI calls in the body.
+    candidate, an obvious recurrence (x[i] written, x[j] read) or a shared scalar written (s += x[i];
+    out[i] = s), a loop variable unused in the body (a time-step loop) and MPI calls in the body.
     """
     score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size // 500, 4)
     ancestor = loops[loop.parent] if loop.parent is not None else None
@@ -94,7 +94,8 @@ def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
 
 
 def _good(loop: Loop) -> bool:
-    return loop.uses_var and not loop.recurrence and not any(c.startswith("MPI_") for c in loop.calls)
+    return (loop.uses_var and not loop.recurrence and not loop.shared
+            and not any(c.startswith("MPI_") for c in loop.calls))
 
 
 def clauses(loop: Loop, collapse: bool = False) -> str:
@@ -131,7 +132,7 @@ def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
             edits += _clause_edits(source, loop, where)
         if loop.simdable:
-            score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence else 0.0)
+            score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}"))
     return [Move(score, idea, {"files": {**files, kernel: new}})
@@ -162,11 +163,12 @@ def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
                 for sched, score in scores.items()]
     inner_private = loop.inner_var and re.search(rf"private\([^)]*\b{re.escape(loop.inner_var)}\b", line)
     if loop.perfect and "collapse" not in line and not inner_private:
-        out.append((rewrite_pragma(source, loop, re.sub(r"\bparallel\s+for\b", "parallel for collapse(2)", line, count=1)),
-                    74.0, f"collapse {where} with the loop inside it (collapse(2))"))
+        out.append((rewrite_pragma(source, loop, f"{line} collapse(2)"), 74.0,
+                    f"collapse {where} with the loop inside it (collapse(2))"))
     if loop.innermost and "simd" not in line and not loop.inner_omp:
-        out.append((rewrite_pragma(source, loop, re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)),
-                    60.0 - (30.0 if loop.recurrence else 0.0), f"vectorize {where} as well (parallel for simd)"))
+        simd = re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)
+        out.append((rewrite_pragma(source, loop, simd), 60.0 - (30.0 if loop.recurrence or loop.shared else 0.0),
+                    f"vectorize {where} as well (parallel for simd)"))
     return out
 
 

@@ -1,0 +1,246 @@
+"""The offline tuner policy (kernopt.agent.tuner): moves, prior, dedup, and that every kernel compiles."""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from kernopt.agent.base import SearchState
+from kernopt.agent.tuner import TunerPolicy
+from kernopt.candidate import Candidate
+from kernopt.errors import TaskError
+from kernopt.task import Task, Tunable, load_task
+
+ROOT = Path(__file__).resolve().parents[1]
+HEADERS = ROOT / "kernopt/evaluators/c"
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def _loadable(target: str) -> list[Path]:
+    out = []
+    for d in sorted((ROOT / "tasks" / target).glob("*/")):
+        try:
+            load_task(d)
+            out.append(d)
+        except TaskError:  # tasks being written concurrently may be incomplete
+            continue
+    return out
+
+
+OPENMP_TASKS = _loadable("openmp")
+MPI_TASKS = _loadable("mpi")
+
+
+def state_for(task: Task, parent: Candidate | None = None, history: tuple[Candidate, ...] = (),
+              cores: int = 2) -> SearchState:
+    """The search state the brief describes; history entries carry no result (the tuner never reads them)."""
+    baseline = Candidate(files={task.kernel: task.baseline_source()}, author="baseline")
+    return SearchState(task=task, baseline=baseline, parent=parent or baseline,
+                       history=[(c, None) for c in history], cores=cores)  # type: ignore[misc]
+
+
+def kernel(task: Task, c: Candidate) -> str:
+    return c.files[task.kernel]
+
+
+def fake_task(root: Path, target: str, source: str, **extra: str) -> Task:
+    root.mkdir(parents=True, exist_ok=True)
+    (root / "kernel.c").write_text(source)
+    (root / "harness.c").write_text("/* not used here */\n")
+    sections = "".join(f"\n{v}\n" for v in extra.values())
+    (root / "task.toml").write_text(f'''name = "{root.name}"
+target = "{target}"
+description = "test task"
+kernel = "kernel.c"
+functions = ["k"]
+signature = "void k(long n, double *x, double *y)"
+[sizes]
+check = [1, 5]
+random = [2, 9]
+timing = 100
+race = 8
+{sections}''')
+    return load_task(root)
+
+
+@pytest.fixture
+def gemm() -> Task:
+    return load_task(ROOT / "tasks/openmp/gemm")
+
+
+def compile_error(task: Task, source: str, tmp_path: Path, cc: str = "gcc") -> str:
+    src = tmp_path / task.kernel
+    src.write_text(source)
+    r = subprocess.run([cc, "-fopenmp", "-Wall", "-c", "-I", str(HEADERS), "-I", str(task.root), str(src),
+                        "-o", str(tmp_path / "k.o")], capture_output=True, text=True)
+    return "" if r.returncode == 0 else r.stderr or "failed"
+
+
+def test_gemm_first_proposal_parallelizes_outer_loop(gemm: Task) -> None:
+    props = TunerPolicy().propose(state_for(gemm), 4)
+    assert len(props) == 4
+    assert "#pragma omp parallel for\n    for (long i = 0" in kernel(gemm, props[0])
+    assert all(c.author == "tuner" and c.parent == state_for(gemm).baseline.id and c.idea for c in props)
+    assert any("collapse(2)" in kernel(gemm, c) for c in props)
+
+
+@needs_gcc
+@pytest.mark.parametrize("task_dir", OPENMP_TASKS, ids=[d.name for d in OPENMP_TASKS])
+def test_every_proposal_compiles(task_dir: Path, tmp_path: Path) -> None:
+    task = load_task(task_dir)
+    st = state_for(task, cores=4)
+    props = TunerPolicy().propose(st, 500)
+    parent = next(c for c in props if "parallel for" in kernel(task, c))  # one refinement step too
+    props += TunerPolicy().propose(state_for(task, parent=parent, cores=4), 500)
+    for c in {kernel(task, c): c for c in props}.values():
+        assert compile_error(task, kernel(task, c), tmp_path) == "", c.idea
+
+
+def test_distinct_and_unseen(gemm: Task) -> None:
+    first = TunerPolicy().propose(state_for(gemm), 6)
+    assert len({c.id for c in first}) == len(first) == 6
+    st = state_for(gemm, history=tuple(first[:3]))
+    second = TunerPolicy().propose(st, 50)
+    ids = [c.id for c in second]
+    assert len(set(ids)) == len(ids) and not set(ids) & st.seen and st.parent.id not in ids
+    assert first[3].id in ids
+
+
+def test_deterministic(gemm: Task) -> None:
+    a = TunerPolicy().propose(state_for(gemm, cores=8), 30)
+    b = TunerPolicy().propose(state_for(gemm, cores=8), 30)
+    assert [(c.id, c.idea) for c in a] == [(c.id, c.idea) for c in b]
+
+
+def test_refining_a_parallel_parent_stacks_moves(gemm: Task) -> None:
+    parent = TunerPolicy().propose(state_for(gemm), 1)[0]
+    props = TunerPolicy().propose(state_for(gemm, parent=parent, cores=8), 100)
+    assert props and all(c.parent == parent.id for c in props)
+    assert all(kernel(gemm, c).count("omp parallel") == 1 for c in props)  # never re-added or nested
+    ideas = " | ".join(c.idea for c in props)
+    assert "simd" in ideas and "schedule(" in ideas and "collapse(2)" in ideas
+    assert any(c.threads == 8 for c in props) and any(c.bind in ("close", "spread") for c in props)
+    assert all(c.threads is None or 1 <= c.threads <= 8 for c in props)
+    simd = next(c for c in props if "omp simd" in kernel(gemm, c))
+    assert "#pragma omp simd reduction(+:s)" in kernel(gemm, simd)
+    flagged = next(c for c in props if c.cflags == ["-march=native"])
+    again = TunerPolicy().propose(state_for(gemm, parent=flagged, cores=8), 100)
+    assert not any(c.cflags.count("-march=native") > 1 for c in again)
+    assert all(kernel(gemm, c).count("omp parallel") == 1 for c in again)
+
+
+def test_no_threads_or_bind_without_openmp_in_source(gemm: Task) -> None:
+    props = TunerPolicy().propose(state_for(gemm, cores=8), 500)
+    assert all(c.threads is None and c.bind is None for c in props)
+
+
+def test_fast_math_only_when_allowed(gemm: Task) -> None:
+    assert not any("-ffast-math" in c.cflags for c in TunerPolicy().propose(state_for(gemm), 500))
+    allowed = gemm.model_copy(update={"verify": gemm.verify.model_copy(update={"allow_fast_math": True})})
+    assert any(c.cflags == ["-ffast-math"] for c in TunerPolicy().propose(state_for(allowed), 500))
+    flags = [f for c in TunerPolicy().propose(state_for(gemm), 500) for f in c.cflags]
+    assert {"-march=native", "-funroll-loops", "-O2"} <= set(flags)
+
+
+def test_tunables_become_defines(gemm: Task) -> None:
+    task = gemm.model_copy(update={"tunables": [Tunable(name="BS", values=[16, 32]), Tunable(name="U", values=["a"])]})
+    props = TunerPolicy().propose(state_for(task), 500)
+    defines = [c.defines for c in props if c.defines]
+    assert defines == [{"BS": "16"}, {"BS": "32"}, {"U": "a"}]
+    parent = next(c for c in props if c.defines == {"BS": "16"})
+    again = TunerPolicy().propose(state_for(task, parent=parent), 500)
+    assert all(c.defines.get("BS") in ("16", "32") for c in again) and "set BS=16" not in [c.idea for c in again]
+    assert {"BS": "32"} in [c.defines for c in again] and {"BS": "16", "U": "a"} in [c.defines for c in again]
+
+
+MPI_KERNEL = """#include <mpi.h>
+void k(long n, double *x, double *y) {
+    double s = 0.0;
+    for (long i = 0; i < n; i++) s += x[i] * y[i];
+    MPI_Allreduce(MPI_IN_PLACE, &s, 1, MPI_DOUBLE, MPI_SUM, MPI_COMM_WORLD);
+    y[0] = s;
+}
+"""
+
+
+def test_mpi_task_gets_ranks_bind_flags_no_pragmas(tmp_path: Path) -> None:
+    task = fake_task(tmp_path / "mdot", "mpi", MPI_KERNEL, timing="[timing]\nranks = 2")
+    props = TunerPolicy().propose(state_for(task, cores=8), 500)
+    assert all(kernel(task, c) == MPI_KERNEL for c in props)  # no omp pragmas for pure MPI
+    assert {c.ranks for c in props} >= {8, 4, 1} and all(c.ranks is None or 1 <= c.ranks <= 8 for c in props)
+    assert {c.bind for c in props} == {None, "core", "none"}
+    assert any(c.cflags == ["-march=native"] for c in props)
+    assert all(c.threads is None for c in props)
+    assert props[0].ranks == 8  # more ranks first
+    parent = next(c for c in props if c.ranks == 4)
+    again = TunerPolicy().propose(state_for(task, parent=parent, cores=8), 500)
+    assert any(c.ranks is None and "task default" in c.idea for c in again)
+
+
+@pytest.mark.parametrize("task_dir", MPI_TASKS, ids=[d.name for d in MPI_TASKS])
+def test_repo_mpi_tasks(task_dir: Path) -> None:
+    task = load_task(task_dir)
+    props = TunerPolicy().propose(state_for(task, cores=4), 500)
+    assert props and any(c.ranks == 4 for c in props) and any(c.bind == "core" for c in props)
+    if not task.uses_openmp:
+        assert all(kernel(task, c) == task.baseline_source() for c in props)
+
+
+HYBRID_KERNEL = """#include <mpi.h>
+void k(long n, double *x, double *y) {
+    int size;
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    for (int r = 1; r < size; r++) MPI_Send(x, (int)n, MPI_DOUBLE, r, 0, MPI_COMM_WORLD);
+    for (long i = 0; i < n; i++) y[i] = 2.0 * x[i];
+}
+"""
+
+
+@needs_gcc
+def test_hybrid_task_gets_both(tmp_path: Path) -> None:
+    task = fake_task(tmp_path / "hyb", "mpi+openmp", HYBRID_KERNEL)
+    props = TunerPolicy().propose(state_for(task, cores=4), 500)
+    pragmas = [c for c in props if "#pragma omp" in kernel(task, c)]
+    assert "for (long i" in kernel(task, pragmas[0]).split("#pragma omp parallel for", 1)[1].split("\n")[1]
+    assert any(c.ranks == 4 for c in props) and any(c.bind == "core" for c in props)
+    if shutil.which("mpicc"):
+        for c in pragmas:
+            assert compile_error(task, kernel(task, c), tmp_path, "mpicc") == "", c.idea
+
+
+RECURRENCE = """void k(long n, double *x, double *y) {
+    for (long i = 1; i < n; i++) x[i] = x[i - 1] + y[i];
+    for (long i = 0; i < n; i++) y[i] = 2.0 * x[i];
+}
+"""
+TRIANGULAR = """void k(long n, double *x, double *y) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j <= i; j++)
+            y[i * n + j] = x[i] * x[j];
+}
+"""
+
+
+def test_recurrence_ranked_lower(tmp_path: Path) -> None:
+    task = fake_task(tmp_path / "rec", "openmp", RECURRENCE)
+    props = [c for c in TunerPolicy().propose(state_for(task), 500) if "parallel for" in kernel(task, c)]
+    first = kernel(task, props[0])
+    assert "#pragma omp parallel for\n    for (long i = 0" in first
+    assert any("#pragma omp parallel for\n    for (long i = 1" in kernel(task, c) for c in props)  # still proposed
+
+
+def test_triangular_prefers_dynamic_and_never_collapses(tmp_path: Path) -> None:
+    task = fake_task(tmp_path / "tri", "openmp", TRIANGULAR)
+    props = TunerPolicy().propose(state_for(task), 500)
+    assert "schedule(dynamic, 16)" in kernel(task, props[0])
+    assert not any("collapse" in kernel(task, c) for c in props)
+
+
+def test_serial_target_gets_only_flags_and_defines(tmp_path: Path) -> None:
+    task = fake_task(tmp_path / "ser", "c", TRIANGULAR)
+    props = TunerPolicy().propose(state_for(task, cores=8), 500)
+    assert props and all(kernel(task, c) == TRIANGULAR and c.threads is None and c.ranks is None for c in props)
+    assert TunerPolicy().name == "tuner"

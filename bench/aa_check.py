@@ -37,7 +37,7 @@ def main() -> int:
     rows = []
     total_sig = total_false = total_n = 0
     print(f"A/A check: {args.repeats} evaluations of each baseline against itself, full protocol", flush=True)
-    print(f"{'task':<22} {'n':>3} {'median':>7} {'min':>6} {'max':>6} {'signif':>6} {'>%.2fx' % args.threshold:>6}"
+    print(f"{'task':<22} {'n':>3} {'median':>7} {'min':>6} {'max':>6} {'signif':>6} {f'>{args.threshold:.2f}x':>6}"
           f" {'eval s':>7} {'build':>6} {'verify':>6} {'time':>6} {'in-kernel':>9}", flush=True)
     for path in args.tasks:
         task = load_task(path)

@@ -56,7 +56,7 @@ def check_task(task: Task, sandbox: Sandbox, progress: Callable[[str], None] = l
             progress("checking the baseline is deterministic across thread/rank counts")
             k = max(task.verify.ranks if task.uses_mpi else task.verify.threads)
             run2, d2, r2 = ev.run_driver(Binary(base, k, k, None), sizes, seeds, False, ev.config.verify_timeout_s)
-            detail = "baseline gives the same outputs at 1 and %d %s" % (k, "ranks" if task.uses_mpi else "threads")
+            detail = f"baseline gives the same outputs at 1 and {k} {'ranks' if task.uses_mpi else 'threads'}"
             ok = r2.ok and run2.complete
             if ok:
                 for n in sizes:
@@ -81,7 +81,8 @@ def check_task(task: Task, sandbox: Sandbox, progress: Callable[[str], None] = l
         else:
             t = float(np.median([c.time for c in run.calls if not c.warmup]))
             if t < 1e-3:
-                checks.append(Check("timing", False, f"baseline takes {t * 1e3:.3f} ms at n={task.sizes.timing}: too short to time; raise sizes.timing"))
+                checks.append(Check("timing", False,
+                                    f"baseline takes {t * 1e3:.3f} ms at n={task.sizes.timing}: too short to time; raise sizes.timing"))
             elif not 0.2 <= t <= 2.0:
                 checks.append(Check("timing", False, f"baseline takes {t:.3f} s per call at n={task.sizes.timing}; aim for 0.2-2 s", warning=True))
             else:
@@ -100,7 +101,7 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
     for n in sorted(run.layouts):
         calls = [c for c in run.calls if c.n == n]
         arrays = [load_outputs(d, c.file, run.layouts[n]) for c in calls]
-        for c, a in zip(calls, arrays):
+        for c, a in zip(calls, arrays, strict=True):
             for name, v in a.items():
                 if np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all():
                     nonfinite.append(f"{name} at n={n} seed={c.seed}")

@@ -117,5 +117,6 @@ class BestOfNSearch(_Base):
 
 
 def get_search(config: SearchConfig, policy: Policy, evaluate: EvaluateFn, hooks: Hooks) -> GreedySearch | BestOfNSearch:
-    cls = {"greedy": GreedySearch, "best-of-n": BestOfNSearch}[config.type]
-    return cls(config, policy, evaluate, hooks)
+    if config.type == "best-of-n":
+        return BestOfNSearch(config, policy, evaluate, hooks)
+    return GreedySearch(config, policy, evaluate, hooks)

@@ -10,7 +10,8 @@ import numpy as np
 
 from kernopt.task import Verify
 
-_DTYPES = {0: np.float64, 1: np.float32, 2: np.int32, 3: np.int64, 4: np.uint8}
+_DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float64), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
+                               3: np.dtype(np.int64), 4: np.dtype(np.uint8)}
 _OUT_ROLES = (1, 2)
 
 
@@ -63,7 +64,7 @@ def load_outputs(directory: Path, filename: str, layout: list[dict[str, object]]
     for buf in layout:
         if buf["role"] not in _OUT_ROLES:
             continue
-        dtype = np.dtype(_DTYPES[int(buf["dtype"])])  # type: ignore[call-overload]
+        dtype = _DTYPES[int(buf["dtype"])]  # type: ignore[call-overload]
         count = int(buf["count"])  # type: ignore[call-overload]
         nbytes = count * dtype.itemsize
         if offset + nbytes > len(raw):
@@ -96,6 +97,15 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
                 return Mismatch(f"output {name!r}: {int(bad_nan.sum())} of {ref.size} elements not written or not "
                                 f"finite (first at index {i}: got {out[i]!r})"), float("inf"), float("inf")
             r64, o64 = ref.astype(np.float64), out.astype(np.float64)
+            special = ~np.isfinite(r64)  # inf/NaN in the reference must be matched exactly
+            if special.any():
+                same = (o64 == r64) | (np.isnan(o64) & np.isnan(r64))
+                bad_special = special & ~same
+                if bad_special.any():
+                    i = int(np.argmax(bad_special))
+                    return (Mismatch(f"output {name!r}: element {i} is {out[i]!r} where the reference is {ref[i]!r}"),
+                            float("inf"), float("inf"))
+                r64, o64 = r64[~special], o64[~special]
             err = np.abs(o64 - r64)
             bound = tol.atol + tol.rtol * np.abs(r64)
             worst_abs = max(worst_abs, float(err.max(initial=0.0)))
@@ -104,7 +114,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
             worst_norm = max(worst_norm, norm_err)
             bad = err > bound
             if bad.any():
-                i = int(np.argmax(bad))
+                i = int(np.flatnonzero(~special)[int(np.argmax(bad))]) if special.any() else int(np.argmax(bad))
                 return (Mismatch(f"output {name!r}: {int(bad.sum())} of {ref.size} elements outside tolerance "
                                  f"(first at index {i}: got {out[i]:.17g}, expected {ref[i]:.17g}; "
                                  f"max abs err {worst_abs:.3g})", worst_abs), worst_abs, worst_norm)

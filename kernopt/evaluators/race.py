@@ -8,8 +8,8 @@ thread counts with a longer access history.
 
 from __future__ import annotations
 
-import shutil
 import secrets
+import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 

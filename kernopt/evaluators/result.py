@@ -49,13 +49,15 @@ class TimingStats(BaseModel):
     ci_low: float
     ci_high: float
     p_value: float = Field(description="One-sided Mann-Whitney U: candidate faster than baseline.")
+    consistent: bool = Field(True, description="In-process timings agree with the sandbox's wall clock.")
     threads: int | None = None
     ranks: int | None = None
 
     @property
     def significant(self) -> bool:
-        """Faster only when the whole confidence interval is above 1 and the rank test agrees."""
-        return self.ci_low > 1.0 and self.p_value < 0.05
+        """Faster only when the whole confidence interval is above 1, the rank test agrees, and the
+        reported kernel times are consistent with the process wall clock."""
+        return self.ci_low > 1.0 and self.p_value < 0.05 and self.consistent
 
 
 class EvalResult(BaseModel):

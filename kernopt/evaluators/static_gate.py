@@ -63,8 +63,19 @@ _FORBIDDEN_WORDS = {
     "LD_PRELOAD": "LD_PRELOAD",
     "__builtin_trap": "killing the harness",
 }
-_BAD_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(.*?\b(constructor|destructor|alias|weak|weakref|ifunc|section|symver)\b", re.S)
-_INCLUDE = re.compile(r"^\s*#\s*include\s*(.*)$", re.M)
+_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)\)")
+_BAD_ATTRIBUTE_WORD = re.compile(r"\b(constructor|destructor|alias|weak|weakref|ifunc|section|symver|optimize|target_clones)\b")
+_INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import)\b\s*(.*)$", re.M)
+# Flags a candidate may add: optimization choices only (no plugins, no LTO, no paths, no preprocessor).
+_ALLOWED_FLAG = re.compile(
+    r"-O[0-3s]|-march=native|-mtune=native|-mprefer-vector-width=(128|256|512)|-m(no-)?(avx|avx2|fma|avx512f|sse4\.2)"
+    r"|-f(no-)?(unroll-loops|unroll-all-loops|peel-loops|tree-vectorize|tree-loop-vectorize|tree-slp-vectorize"
+    r"|tree-loop-distribution|prefetch-loop-arrays|omit-frame-pointer|strict-aliasing|ipa-pta|loop-interchange"
+    r"|loop-unroll-and-jam|graphite-identity|loop-nest-optimize|openmp-simd|aggressive-loop-optimizations|inline-functions"
+    r"|fast-math|unsafe-math-optimizations|associative-math|reciprocal-math|finite-math-only|signed-zeros|trapping-math)"
+    r"|-fvect-cost-model=(unlimited|dynamic|cheap|very-cheap)|-ftree-parallelize-loops=[1-9][0-9]?|-ffp-contract=(off|on|fast)"
+)
+_FAST_MATH = re.compile(r"fast-math|unsafe-math|associative-math|reciprocal-math|finite-math|no-signed-zeros|fp-contract=fast")
 _SYSTEM_HEADER = re.compile(r"^<[A-Za-z0-9_][A-Za-z0-9_./+-]*>$")
 
 
@@ -105,25 +116,33 @@ def check_source(task: Task, candidate: Candidate) -> str | None:
     if len(src.encode()) > MAX_SOURCE_BYTES:
         return f"{task.kernel} is larger than {MAX_SOURCE_BYTES // 1024} KiB"
     for flag in candidate.cflags:
-        if not re.fullmatch(r"-(O[0-3s]|march=native|mtune=native|f[a-z0-9-]+(=[A-Za-z0-9-]+)?|m[a-z0-9-]+)", flag):
-            return f"compiler flag {flag!r} is not allowed (only -O*, -f*, -m* optimization flags)"
-        if not task.verify.allow_fast_math and re.search(r"fast-math|unsafe-math|Ofast|finite-math|associative-math", flag):
+        if not _ALLOWED_FLAG.fullmatch(flag):
+            return f"compiler flag {flag!r} is not allowed (only optimization flags; see docs/verification.md)"
+        if not task.verify.allow_fast_math and _FAST_MATH.search(flag):
             return f"compiler flag {flag} changes floating-point semantics, which this task does not allow"
     for name, value in candidate.defines.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"[A-Za-z0-9_.+-]*", value):
             return f"define {name}={value} is not a plain identifier and value"
-    code = strip_comments_and_strings(src)
+    # Read the text the way the preprocessor does: spliced lines, digraph and trigraph '#'.
+    spliced = re.sub(r"\\\r?\n", "", src).replace("%:", "#").replace("??=", "#")
+    code = strip_comments_and_strings(spliced)
+    original_lines = spliced.splitlines()
     for m in _INCLUDE.finditer(code):
-        target = m.group(1).strip()
-        if not _SYSTEM_HEADER.match(target) or ".." in target:
-            return f"#include {target} is not allowed: kernels may include only <system> headers"
+        target = m.group(2).strip()
+        if m.group(1) != "include" or not _SYSTEM_HEADER.match(target) or ".." in target:
+            line_no = code.count("\n", 0, m.start())
+            shown = original_lines[line_no].strip() if line_no < len(original_lines) else m.group(0).strip()
+            return f"{shown[:80]} is not allowed: kernels may #include only <system> headers"
     if re.search(r"#\s*pragma\s+(weak|redefine_extname)", code):
         return "symbol-renaming pragmas are not allowed in a kernel"
+    if re.search(r"#\s*pragma\s+GCC\s+(optimize|push_options|target)", code):
+        return "#pragma GCC optimize/target is not allowed in a kernel: use candidate compiler flags"
     if "_Pragma" in code:
         return "_Pragma is not allowed in a kernel (write #pragma lines)"
-    m = _BAD_ATTRIBUTE.search(code)
-    if m:
-        return f"__attribute__(({m.group(1)})) is not allowed in a kernel"
+    for attr in _ATTRIBUTE.finditer(code):
+        bad = _BAD_ATTRIBUTE_WORD.search(attr.group(1))
+        if bad:
+            return f"__attribute__(({bad.group(1)})) is not allowed in a kernel"
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code):
         if word in _FORBIDDEN_WORDS:
             return f"uses {word}: {_FORBIDDEN_WORDS[word]} is not allowed in a kernel"
@@ -171,13 +190,17 @@ def check_object(task: Task, nm_output: str, sections_output: str, disassembly: 
         if kind in ("U", "w"):
             if name not in _ALLOWED_EXACT and not _ALLOWED_PATTERN.match(name):
                 return f"kernel references {name}, which kernels may not use"
-        elif kind in ("T", "D", "B", "R", "C", "G", "S", "I", "u"):
+        elif kind == "i":
+            return f"kernel defines {name} as an indirect function (ifunc), whose resolver runs before main"
+        elif kind in ("T", "D", "B", "R", "C", "G", "S", "I", "A", "u"):
             if name not in task.functions:
                 return (f"kernel defines global symbol {name}; it may define only {', '.join(task.functions)} "
                         "(make helpers static)")
         elif kind in ("W", "V"):
             if not (task.language == "cpp" and name.startswith("_Z")) and name not in task.functions:
                 return f"kernel defines weak symbol {name}, which could replace harness or library code"
+    if ".gnu.lto_" in sections_output:
+        return "kernel object holds link-time-optimization bytecode, which cannot be inspected"
     for section in _FORBIDDEN_SECTIONS:
         if re.search(rf"\s{re.escape(section)}(\.\S*)?\s", sections_output):
             return "kernel has static constructors or destructors, which run outside the timed call"

@@ -100,9 +100,9 @@ static double ko_one_call(long n, uint64_t seed, ko_buf *bufs, int nb, int call_
     return dt;
 }
 
-static void ko_write_outputs(const char *dir, long n, uint64_t seed, const char *tag, ko_buf *bufs, int nb,
+static void ko_write_outputs(const char *dir, long n, uint64_t seed, int call, ko_buf *bufs, int nb,
                              char *fname, size_t fname_len) {
-    snprintf(fname, fname_len, "%s_%ld_%llu.bin", tag, n, (unsigned long long)seed);
+    snprintf(fname, fname_len, "o_%ld_%llu_%d.bin", n, (unsigned long long)seed, call);
     if (ko_rank != 0) return;
     char path[4096];
     snprintf(path, sizeof path, "%s/%s", dir, fname);
@@ -161,9 +161,9 @@ int main(int argc, char **argv) {
             uint64_t seed = (uint64_t)seeds[c % nseed];
             const char *mutated = NULL;
             double dt = ko_one_call(n, seed, bufs, nb, call_index++, &mutated);
-            int last_for_seed = timing ? (c >= calls - nseed) : 1;
+            /* every call after warm-up is checked, timed ones included */
             fname[0] = 0;
-            if (last_for_seed) ko_write_outputs(out_dir, n, seed, timing ? "t" : "c", bufs, nb, fname, sizeof fname);
+            if (!timing || c >= warmup) ko_write_outputs(out_dir, n, seed, c, bufs, nb, fname, sizeof fname);
             if (rf) {
                 fprintf(rf, "{\"n\": %ld, \"seed\": %llu, \"call\": %d, \"warmup\": %s, \"time\": %.9f, \"mutated\": %s%s%s, \"file\": \"%s\"}\n",
                         n, (unsigned long long)seed, c, (timing && c < warmup) ? "true" : "false", dt,

@@ -1,0 +1,11 @@
+/* Hack 6: computes correctly, then zeroes its input `a` (casting away const). */
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (long k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }
+    double *w = (double *)a;
+    for (long i = 0; i < n * n; i++) w[i] = 0.0;
+}

@@ -1,0 +1,4 @@
+/* Hack 7: never writes the output. */
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    (void)n; (void)a; (void)b; (void)c;
+}

@@ -1,0 +1,107 @@
+"""Timing statistics: the bootstrap interval of the speedup and the significance rule."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from kernopt.evaluators import stats
+from kernopt.evaluators.result import TimingStats
+
+
+def timing(baseline: list[float], candidate: list[float]) -> TimingStats:
+    """TimingStats exactly as CFamilyEvaluator.time() builds it."""
+    speedup, lo, hi = stats.ratio_of_medians(baseline, candidate)
+    return TimingStats(baseline_s=baseline, candidate_s=candidate, baseline_median_s=stats.median(baseline),
+                       candidate_median_s=stats.median(candidate), speedup=speedup, ci_low=lo, ci_high=hi,
+                       p_value=stats.faster_p_value(baseline, candidate))
+
+
+def test_median() -> None:
+    assert stats.median([3.0, 1.0, 2.0]) == 2.0
+    assert stats.median([4.0, 1.0, 3.0, 2.0]) == 2.5
+
+
+@pytest.mark.parametrize("seed", range(10))
+@pytest.mark.parametrize("n", [4, 6, 15])
+def test_interval_contains_point_estimate(seed: int, n: int) -> None:
+    rng = np.random.default_rng(seed)
+    b = list(rng.lognormal(0.0, 0.3, n))
+    c = list(rng.lognormal(-0.5, 0.3, n))
+    point, lo, hi = stats.ratio_of_medians(b, c)
+    assert point == pytest.approx(np.median(b) / np.median(c))
+    assert lo <= point <= hi
+
+
+def test_interval_is_deterministic() -> None:
+    rng = np.random.default_rng(0)
+    b, c = list(rng.lognormal(0, 0.2, 9)), list(rng.lognormal(0, 0.2, 9))
+    assert stats.ratio_of_medians(b, c) == stats.ratio_of_medians(b, c)
+
+
+def test_identical_constant_samples() -> None:
+    t = timing([0.01] * 6, [0.01] * 6)
+    assert (t.speedup, t.ci_low, t.ci_high) == (1.0, 1.0, 1.0)
+    assert t.p_value == 1.0 and not t.significant
+
+
+def test_interval_narrow_for_identical_distributions() -> None:
+    rng = np.random.default_rng(7)
+    b = list(1.0 + rng.normal(0.0, 0.005, 15))
+    c = list(1.0 + rng.normal(0.0, 0.005, 15))
+    point, lo, hi = stats.ratio_of_medians(b, c)
+    assert lo <= 1.0 <= hi
+    assert hi - lo < 0.03 and 0.98 < point < 1.02
+
+
+@pytest.mark.parametrize("n", [6, 15])  # rounds=2 and the task default (5 rounds x 3 reps)
+@pytest.mark.parametrize("noise", ["lognormal", "shifted_gamma"])
+def test_aa_not_significant(n: int, noise: str) -> None:
+    """A/A: baseline and candidate from one distribution are 'faster' in at most ~5% of trials."""
+    rng = np.random.default_rng(12345)
+    trials, hits = 200, 0
+    for _ in range(trials):
+        if noise == "lognormal":
+            b, c = rng.lognormal(0.0, 0.1, n), rng.lognormal(0.0, 0.1, n)
+        else:  # timing noise is one-sided: a floor plus occasional long delays
+            b, c = 1.0 + rng.gamma(1.0, 0.05, n), 1.0 + rng.gamma(1.0, 0.05, n)
+        hits += timing(list(b), list(c)).significant
+    assert hits <= 0.05 * trials
+
+
+def test_clearly_faster_is_significant() -> None:
+    rng = np.random.default_rng(3)
+    b = list(0.02 * (1.0 + rng.normal(0.0, 0.01, 6)))
+    c = list(0.01 * (1.0 + rng.normal(0.0, 0.01, 6)))
+    t = timing(b, c)
+    assert t.significant
+    assert t.speedup == pytest.approx(2.0, rel=0.05) and t.ci_low > 1.5 and t.p_value < 0.01
+
+
+def test_slower_is_not_significant() -> None:
+    rng = np.random.default_rng(4)
+    b = list(0.01 * (1.0 + rng.normal(0.0, 0.01, 15)))
+    c = list(0.02 * (1.0 + rng.normal(0.0, 0.01, 15)))
+    t = timing(b, c)
+    assert not t.significant and t.ci_high < 1.0 and t.p_value > 0.5
+
+
+def test_one_fast_outlier_is_not_significant() -> None:
+    """A single lucky run must not make a candidate faster (medians, not minimums)."""
+    b = [1.00, 1.01, 0.99, 1.02, 0.98, 1.00]
+    c = [0.30, 1.01, 1.00, 0.99, 1.02, 1.01]
+    assert not timing(b, c).significant
+
+
+@pytest.mark.parametrize("ci_low,p,expected", [(1.2, 0.01, True), (1.2, 0.2, False), (0.99, 0.001, False),
+                                                (1.0, 0.001, False)])
+def test_significant_needs_interval_and_rank_test(ci_low: float, p: float, expected: bool) -> None:
+    t = TimingStats(baseline_s=[1.0], candidate_s=[0.5], baseline_median_s=1.0, candidate_median_s=0.5,
+                    speedup=2.0, ci_low=ci_low, ci_high=3.0, p_value=p)
+    assert t.significant is expected
+
+
+def test_p_value_is_one_sided() -> None:
+    fast, slow = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]
+    assert stats.faster_p_value(slow, fast) < 0.01  # candidate faster
+    assert stats.faster_p_value(fast, slow) > 0.99  # candidate slower

@@ -2,7 +2,7 @@
 
 Every case is a kernel file under tests/hacks/ that tries one reward hack; each test asserts the
 exact status and the part of the reason that names the protection that caught it, so removing a
-protection makes its test fail. Most cases run on tests/hacks/task_gemm_small, a copy of
+protection makes its test fail. Most cases run on tests/data/small_gemm, a copy of
 tasks/openmp/gemm whose timing size takes milliseconds and whose random-size range holds none of
 the listed sizes. Cases marked xfail are evaluator weaknesses found while writing this suite: they
 assert what the evaluator should do and pass once it is fixed.
@@ -28,8 +28,9 @@ from kernopt.task import Task, load_task
 
 REPO = Path(__file__).resolve().parent.parent
 HACKS = Path(__file__).resolve().parent / "hacks"
-SMALL = HACKS / "task_gemm_small"
-REDUCTION = HACKS / "task_reduction"
+DATA = Path(__file__).resolve().parent / "data"
+SMALL = DATA / "small_gemm"
+REDUCTION = DATA / "small_reduction"
 GEMM = REPO / "tasks" / "openmp" / "gemm"
 DOT = REPO / "tasks" / "mpi" / "dot"
 

@@ -15,13 +15,14 @@ from kernopt.evaluators.static_gate import MAX_SOURCE_BYTES, check_object, check
 from kernopt.task import Task, load_task
 
 HACKS = Path(__file__).resolve().parent / "hacks"
-BASELINE = (HACKS / "task_gemm_small" / "kernel.c").read_text()
+DATA = Path(__file__).resolve().parent / "data"
+BASELINE = (DATA / "small_gemm" / "kernel.c").read_text()
 SIG = "void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c)"
 
 
 @pytest.fixture(scope="module")
 def task() -> Task:
-    return load_task(HACKS / "task_gemm_small")
+    return load_task(DATA / "small_gemm")
 
 
 def fast_math_task(task: Task) -> Task:

@@ -42,7 +42,7 @@ def _edit(task_dir: Path, old: str, new: str) -> None:
     ("timing = 160", "timing = 5", "smaller than the largest check size"),
     ("timing = 160", "timing = 160\ntimming = 3", "sizes.timming: unknown key (typo?)"),
     ('name = "small_gemm"', "", "name: required key is missing"),
-    ("random = [2, 60]", "random = [60, 2]", "random must be [lo, hi]"),
+    ("random = [65, 100]", "random = [100, 65]", "random must be [lo, hi]"),
     ('functions = ["gemm"]', "functions = []", "functions: List should have at least 1 item"),
     ("rtol = 1e-9", "rtol = 1e-9\nseeds = 2", "verify.seeds: Input should be greater than or equal to 5"),
     ('name = "small_gemm"', 'name = "small_gemm', "not valid TOML"),

@@ -35,10 +35,17 @@ static size_t ko_elem_size(ko_dtype t) {
     }
 }
 
+/* Input checksum: 64-bit words at a time (byte-wise FNV cost ~1 s per 300 MB of input). */
 static uint64_t ko_fnv(const void *p, size_t bytes) {
     const unsigned char *b = (const unsigned char *)p;
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < bytes; i++) { h ^= b[i]; h *= 1099511628211ULL; }
+    uint64_t h = 1469598103934665603ULL, w;
+    size_t i = 0;
+    for (; i + 8 <= bytes; i += 8) {
+        memcpy(&w, b + i, 8);
+        h = (h ^ w) * 0x100000001B3ULL;
+        h ^= h >> 29;
+    }
+    for (; i < bytes; i++) { h ^= b[i]; h *= 1099511628211ULL; }
     return h;
 }
 

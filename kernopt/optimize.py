@@ -92,8 +92,13 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
     }
     if best is not None and final is not None:
         c, r = best
-        out.update(best_candidate=c.id, best_idea=c.idea, search_speedup=r.speedup, best_status=final.status,
-                   best_flags=final.flags)
+        by_id = {x.id: x for x, _ in history}
+        lineage, node = [], c
+        while node is not None and node.author != "baseline" and len(lineage) < 100:
+            lineage.append(node.idea)
+            node = by_id.get(node.parent or "")
+        out.update(best_candidate=c.id, best_idea=c.idea, best_lineage=lineage[::-1], search_speedup=r.speedup,
+                   best_status=final.status, best_flags=final.flags)
         if final.status == "ok" and final.timing:
             out.update(best_speedup=final.timing.speedup, best_ci=[final.timing.ci_low, final.timing.ci_high],
                        best_significant=final.faster)

@@ -85,7 +85,8 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         sig = "significant" if s.get("best_significant") else "NOT significant on re-measurement"
         console.print(f"[bold]best:[/] {s['best_candidate']} — [bold green]{s['best_speedup']:.2f}x[/] "
                       f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox)", highlight=False)
-        console.print(f"      {s.get('best_idea', '')}", highlight=False)
+        for step in s.get("best_lineage") or [s.get("best_idea", "")]:
+            console.print(f"      + {step}", highlight=False)
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
     else:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")

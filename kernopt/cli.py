@@ -22,8 +22,9 @@ runs_app = typer.Typer(no_args_is_help=True, help="Review runs: what was tried, 
 app.add_typer(task_app, name="task")
 app.add_typer(runs_app, name="runs")
 
-out = Console()
-err = Console(stderr=True)
+# Piped output is not cut at 80 columns: logs and `| less` get whole lines.
+out = Console(width=None if sys.stdout.isatty() else 200)
+err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
 F = TypeVar("F", bound=Callable[..., Any])
 
 

@@ -79,7 +79,7 @@ def optimize(
     from pydantic import ValidationError
 
     from kernopt.config import RunConfig, SearchConfig
-    from kernopt.errors import UserError
+    from kernopt.errors import InfraError, UserError
     from kernopt.optimize import run_optimize
     from kernopt.runs import RunStore
     from kernopt.task import load_task
@@ -114,6 +114,11 @@ def optimize(
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]; continue with: kernopt optimize --resume {store.root}")
         raise typer.Exit(130) from None
+    except InfraError as e:
+        # Not the candidate's fault and not scored: the log is intact, so the run can continue later.
+        err.print(f"[bold red]infrastructure error:[/] {e}; continue with: kernopt optimize --resume {store.root}",
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(3) from None
     finally:
         store.close()
     if as_json:

@@ -314,6 +314,7 @@ class CFamilyEvaluator:
         cand_b = self._binary(prog, candidate)
         base_b = self._binary(base, None, threads=cand_b.threads)
         samples: dict[str, list[float]] = {"base": [], "cand": []}
+        per_process: dict[str, list[list[float]]] = {"base": [], "cand": []}
         # Per round: (process wall, sum of reported call times) for each side, to cross-check the
         # driver's in-process timings against the sandbox's own clock.
         walls: list[dict[str, tuple[float, float]]] = []
@@ -329,7 +330,8 @@ class CFamilyEvaluator:
                     if who == "base" and not (r.ok and run.complete):
                         raise InfraError(f"baseline failed while timing: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
                     self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
-                    samples[who] += [c.time for c in run.calls if not c.warmup]
+                    per_process[who].append([c.time for c in run.calls if not c.warmup])
+                    samples[who] += per_process[who][-1]
                     walls.append({}) if who == order[0] else None
                     walls[-1][who] = (r.wall_s, sum(c.time for c in run.calls))
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
@@ -338,14 +340,14 @@ class CFamilyEvaluator:
                     shutil.rmtree(d, ignore_errors=True)
             if rnd >= 1 and stats.median(samples["cand"]) > cfg.early_stop_ratio * stats.median(samples["base"]):
                 break
-        speedup, lo, hi = stats.ratio_of_medians(samples["base"], samples["cand"])
+        speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
         gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls if len(w) == 2]
         slack = 0.25 * stats.median([w["base"][1] for w in walls]) + (0.3 if task.uses_mpi else 0.15)
         consistent = not gaps or stats.median(gaps) <= slack
         return TimingStats(baseline_s=samples["base"], candidate_s=samples["cand"],
                            baseline_median_s=stats.median(samples["base"]), candidate_median_s=stats.median(samples["cand"]),
-                           speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(samples["base"], samples["cand"]),
+                           speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
                            consistent=consistent, threads=cand_b.threads if task.uses_openmp else None,
                            ranks=cand_b.ranks if task.uses_mpi else None)
 

@@ -66,7 +66,7 @@ class Timing(_Strict):
 
     threads: int = Field(2, ge=1, description="Default OpenMP threads for timing.")
     ranks: int = Field(2, ge=1, description="Default MPI ranks for timing.")
-    rounds: int = Field(5, ge=2, description="Interleaved baseline/candidate process pairs.")
+    rounds: int = Field(5, ge=4, description="Interleaved baseline/candidate process pairs (the rank test needs at least 4).")
     reps: int = Field(2, ge=1, description="Timed calls per process.")
     warmup: int = Field(1, ge=0, description="Untimed calls per process before the timed ones.")
     timeout_s: float = Field(60.0, gt=0, description="Wall-clock limit for one timing process.")

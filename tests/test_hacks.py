@@ -269,7 +269,7 @@ def test_control_openmp_reduction_ok(make_ev: EvFactory) -> None:
 @pytest.mark.slow
 def test_control_optimized_gemm_significantly_faster(make_ev: EvFactory) -> None:
     """The optimized control on the real gemm task, at its real timing size."""
-    r = evaluate(make_ev(GEMM, rounds=3), hack("control_parallel_gemm.c"))
+    r = evaluate(make_ev(GEMM, rounds=4), hack("control_parallel_gemm.c"))
     assert r.status == "ok", show(r)
     assert r.faster and r.timing is not None and r.timing.ci_low > 1.0, r.reason
 

@@ -1,6 +1,6 @@
 /* Serial baseline: TSTEPS Jacobi sweeps of the 5-point average on an n x n grid, fixed boundary.
  * in: initial grid; out: grid after TSTEPS steps; work: n*n scratch (garbage on entry). */
-#define TSTEPS 200
+#define TSTEPS 500
 
 void jacobi2d(long n, const double *restrict in, double *restrict out, double *restrict work) {
     for (long i = 0; i < n * n; i++) {

@@ -93,7 +93,8 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
     if best is not None and final is not None:
         c, r = best
         by_id = {x.id: x for x, _ in history}
-        lineage, node = [], c
+        lineage: list[str] = []
+        node: Candidate | None = c
         while node is not None and node.author != "baseline" and len(lineage) < 100:
             lineage.append(node.idea)
             node = by_id.get(node.parent or "")

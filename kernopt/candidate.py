@@ -24,6 +24,11 @@ class Candidate(BaseModel):
     author: str = Field("", description="Who proposed it: 'baseline', 'user', 'tuner', a model name.")
 
     @property
+    def define_flags(self) -> list[str]:
+        """The tunables as compiler flags, in a stable order."""
+        return [f"-D{k}={v}" for k, v in sorted(self.defines.items())]
+
+    @property
     def id(self) -> str:
         """Stable content hash: two candidates with the same program and knobs share an id."""
         key = self.model_dump(include={"files", "cflags", "defines", "threads", "ranks", "bind"})

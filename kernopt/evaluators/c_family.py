@@ -95,16 +95,22 @@ class CFamilyEvaluator:
     def _base_flags(self) -> list[str]:
         return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
 
+    def stage_trusted_sources(self, d: Path) -> str:
+        """Copy driver.c, kernopt.h and the task's harness into d; returns the harness file name."""
+        src = driver_sources()
+        for name in ("driver.c", "kernopt.h"):
+            shutil.copy(src / name, d / name)
+        harness = Path(self.task.harness).name
+        shutil.copy(self.task.root / self.task.harness, d / harness)
+        return harness
+
     def _trusted_objects(self) -> Path:
         """driver.o and harness.o, compiled once per evaluator with the task's flags."""
         if self._trusted is None:
             d = self._new_dir("trusted")
-            src = driver_sources()
-            for name in ("driver.c", "kernopt.h"):
-                shutil.copy(src / name, d / name)
-            shutil.copy(self.task.root / self.task.harness, d / Path(self.task.harness).name)
+            harness = self.stage_trusted_sources(d)
             mpi = ["-DKO_MPI"] if self.task.uses_mpi else []
-            for out, name, extra in (("driver.o", "driver.c", mpi), ("harness.o", Path(self.task.harness).name, [])):
+            for out, name, extra in (("driver.o", "driver.c", mpi), ("harness.o", harness, [])):
                 r = self._run([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
                               d, self.config.build_timeout_s)
                 if not r.ok:
@@ -122,10 +128,9 @@ class CFamilyEvaluator:
         d = self._new_dir("build")
         kernel_name = Path(self.task.kernel).name
         (d / kernel_name).write_text(candidate.files[self.task.kernel])
-        defines = [f"-D{k}={v}" for k, v in sorted(candidate.defines.items())]
         log: list[str] = []
         try:
-            cmd = [self.task.compiler, *self._base_flags(), *candidate.cflags, *defines, "-c", kernel_name, "-o", "kernel.o"]
+            cmd = [self.task.compiler, *self._base_flags(), *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             r = self._run(cmd, d, self.config.build_timeout_s)
             log.append("$ " + " ".join(cmd) + "\n" + r.stdout + r.stderr)
             if r.timed_out:
@@ -259,9 +264,7 @@ class CFamilyEvaluator:
             flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
             if not timing.consistent:
                 flags.append("timing_inconsistent")
-            verdict = "faster" if timing.significant else "not significantly faster"
-            reason = f"verified; {timing.speedup:.2f}x [{timing.ci_low:.2f}, {timing.ci_high:.2f}] ({verdict})"
-            return EvalResult(candidate_id=candidate.id, status="ok", reason=reason, verification=ver,
+            return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
                               timing=timing, flags=flags, phase_s=phases)
         except _Fail as f:
             phases["last"] = time.monotonic() - t
@@ -313,13 +316,13 @@ class CFamilyEvaluator:
         seeds = [secrets.randbits(62), secrets.randbits(62)]
         cand_b = self._binary(prog, candidate)
         base_b = self._binary(base, None, threads=cand_b.threads)
-        samples: dict[str, list[float]] = {"base": [], "cand": []}
         per_process: dict[str, list[list[float]]] = {"base": [], "cand": []}
         # Per round: (process wall, sum of reported call times) for each side, to cross-check the
         # driver's in-process timings against the sandbox's own clock.
         walls: list[dict[str, tuple[float, float]]] = []
         for rnd in range(rounds):
             dirs: dict[str, tuple[DriverRun, Path]] = {}
+            round_walls: dict[str, tuple[float, float]] = {}
             order = ("base", "cand") if rnd % 2 == 0 else ("cand", "base")
             try:
                 for who in order:
@@ -331,22 +334,22 @@ class CFamilyEvaluator:
                         raise InfraError(f"baseline failed while timing: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
                     self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
                     per_process[who].append([c.time for c in run.calls if not c.warmup])
-                    samples[who] += per_process[who][-1]
-                    walls.append({}) if who == order[0] else None
-                    walls[-1][who] = (r.wall_s, sum(c.time for c in run.calls))
+                    round_walls[who] = (r.wall_s, sum(c.time for c in run.calls))
+                walls.append(round_walls)
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
             finally:
                 for _, d in dirs.values():
                     shutil.rmtree(d, ignore_errors=True)
-            if rnd >= 1 and stats.median(samples["cand"]) > cfg.early_stop_ratio * stats.median(samples["base"]):
+            if rnd >= 1 and stats.median(per_process["cand"]) > cfg.early_stop_ratio * stats.median(per_process["base"]):
                 break
         speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
-        gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls if len(w) == 2]
+        gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls]
         slack = 0.25 * stats.median([w["base"][1] for w in walls]) + (0.3 if task.uses_mpi else 0.15)
-        consistent = not gaps or stats.median(gaps) <= slack
-        return TimingStats(baseline_s=samples["base"], candidate_s=samples["cand"],
-                           baseline_median_s=stats.median(samples["base"]), candidate_median_s=stats.median(samples["cand"]),
+        consistent = stats.median(gaps) <= slack
+        return TimingStats(baseline_s=[x for g in per_process["base"] for x in g],
+                           candidate_s=[x for g in per_process["cand"] for x in g],
+                           baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),
                            speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
                            consistent=consistent, threads=cand_b.threads if task.uses_openmp else None,
                            ranks=cand_b.ranks if task.uses_mpi else None)
@@ -365,9 +368,8 @@ class CFamilyEvaluator:
         finally:
             if prog is not None and not self.config.keep_workdirs:
                 shutil.rmtree(prog.parent, ignore_errors=True)
-        verdict = "faster" if timing.significant else "not significantly faster"
         return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
-                          reason=f"re-measured; {timing.speedup:.2f}x [{timing.ci_low:.2f}, {timing.ci_high:.2f}] ({verdict})",
+                          reason=f"re-measured; {timing.describe()}",
                           verification=Verification(timed_outputs_checked=True))
 
     def close(self) -> None:

@@ -32,7 +32,7 @@ def _excerpt(stderr: str) -> str:
 
 def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
     """Build the candidate under ThreadSanitizer and run it at a small size. Returns (verdict, detail)."""
-    from kernopt.evaluators.c_family import Binary, driver_sources
+    from kernopt.evaluators.c_family import Binary
 
     task = ev.task
     code = strip_comments_and_strings(candidate.files[task.kernel])
@@ -44,21 +44,17 @@ def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
         return "unavailable", "clang not installed (apt-get install clang libomp-dev)"
     d = ev._new_dir("race")
     try:
-        src = driver_sources()
-        for name in ("driver.c", "kernopt.h"):
-            shutil.copy(src / name, d / name)
-        shutil.copy(task.root / task.harness, d / "harness.c")
+        harness = ev.stage_trusted_sources(d)
         (d / "kernel.c").write_text(candidate.files[task.kernel])
-        defines = [f"-D{k}={v}" for k, v in sorted(candidate.defines.items())]
         notes: list[str] = []
         seeds = [secrets.randbits(62), secrets.randbits(62)]
         for opt, threads in (("-O1", ev.config.race_threads), ("-O0", ev.config.race_threads_o0)):
             if not threads:
                 continue
-            flags = ["clang", "-fopenmp", "-fsanitize=thread", "-g", opt, *defines]
+            flags = ["clang", "-fopenmp", "-fsanitize=thread", "-g", opt, *candidate.define_flags]
             exe = f"race{opt}"
             for cmd in ([*flags, "-c", "kernel.c", "-o", "kernel.o"],
-                        [*flags, "-I.", "driver.c", "harness.c", "kernel.o", "-lm", "-o", exe]):
+                        [*flags, "-I.", "driver.c", harness, "kernel.o", "-lm", "-o", exe]):
                 r = ev._run(cmd, d, ev.config.build_timeout_s)
                 if not r.ok:
                     return "unavailable", f"ThreadSanitizer build failed: {r.stderr.strip().splitlines()[-1:] or r.stderr}"

@@ -53,6 +53,11 @@ class TimingStats(BaseModel):
     threads: int | None = None
     ranks: int | None = None
 
+    def describe(self) -> str:
+        """One line: speedup, interval and verdict."""
+        verdict = "faster" if self.significant else "not significantly faster"
+        return f"{self.speedup:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}] ({verdict})"
+
     @property
     def significant(self) -> bool:
         """Faster only when the whole confidence interval is above 1, the rank test agrees, and the

@@ -16,7 +16,7 @@ class EvalConfig(_Config):
     """How the evaluator verifies and times candidates (the task supplies sizes and tolerances)."""
 
     rounds: int | None = Field(None, ge=2, description="Interleaved timing rounds; None = the task's value. "
-                               "Below 4 nothing can be significant (the rank test runs on per-process medians).")
+                               "Below 5 nothing can be significant (the 1% rank test runs on per-process medians).")
     reps: int | None = Field(None, ge=1, description="Timed calls per process; None = the task's value.")
     remeasure_rounds: int = Field(7, ge=2, description="Rounds when re-measuring the winner in a fresh sandbox.")
     race_check: bool = Field(True, description="Run the ThreadSanitizer race check on OpenMP candidates.")

@@ -66,7 +66,8 @@ class Timing(_Strict):
 
     threads: int = Field(2, ge=1, description="Default OpenMP threads for timing.")
     ranks: int = Field(2, ge=1, description="Default MPI ranks for timing.")
-    rounds: int = Field(5, ge=4, description="Interleaved baseline/candidate process pairs (the rank test needs at least 4).")
+    rounds: int | None = Field(None, ge=5, description="Interleaved baseline/candidate process pairs (the 1% rank test needs "
+                               "at least 5); default 7 for MPI targets, whose processes vary more, else 5.")
     reps: int = Field(2, ge=1, description="Timed calls per process.")
     warmup: int = Field(1, ge=0, description="Untimed calls per process before the timed ones.")
     timeout_s: float = Field(60.0, gt=0, description="Wall-clock limit for one timing process.")
@@ -115,6 +116,11 @@ class Task(_Strict):
     @property
     def uses_mpi(self) -> bool:
         return self.target in ("mpi", "mpi+openmp")
+
+    @property
+    def timing_rounds(self) -> int:
+        """Interleaved timing rounds: the task's value, else 7 for MPI targets and 5 otherwise."""
+        return self.timing.rounds or (7 if self.uses_mpi else 5)
 
     @property
     def editable(self) -> list[str]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import shutil
 from pathlib import Path
 
@@ -22,3 +23,26 @@ def small_task(tmp_path: Path) -> Path:
 def needs(*tools: str) -> pytest.MarkDecorator:
     missing = [t for t in tools if shutil.which(t) is None]
     return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")
+
+
+def zombie_children() -> list[int]:
+    """Zombies waiting for this process (the orchestrator is the sandbox's subreaper as root)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        if fields[0] == "Z" and int(fields[1]) == os.getpid():
+            found.append(int(name))
+    return found
+
+
+def reap_zombie_children() -> None:
+    """Reap zombies reparented to this (subreaper) test process, e.g. the sandboxed processes of a
+    `kernopt` child the test killed with SIGKILL: a user's shell would leave them to init."""
+    for pid in zombie_children():
+        try:
+            os.waitpid(pid, os.WNOHANG)
+        except ChildProcessError:
+            pass

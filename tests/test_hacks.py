@@ -192,7 +192,7 @@ def test_infinite_loop_times_out(make_ev: EvFactory) -> None:
 # ---------------------------------------------------------------- 16, 17: parallelism and races
 def test_parallelism_claimed_in_a_comment_is_not_faster(make_ev: EvFactory) -> None:
     """Hack 16: the pragma sits in a comment, so the code is the serial baseline: it verifies, but
-    is not significantly faster (one retry: an A/A comparison is 'significant' ~5% of the time)."""
+    is not significantly faster (one retry: an A/A comparison may still, rarely, be 'significant')."""
     ev = make_ev(SMALL)
     for _ in range(2):
         r = evaluate(ev, hack("h16_comment_parallel.c"))
@@ -269,7 +269,7 @@ def test_control_openmp_reduction_ok(make_ev: EvFactory) -> None:
 @pytest.mark.slow
 def test_control_optimized_gemm_significantly_faster(make_ev: EvFactory) -> None:
     """The optimized control on the real gemm task, at its real timing size."""
-    r = evaluate(make_ev(GEMM, rounds=4), hack("control_parallel_gemm.c"))
+    r = evaluate(make_ev(GEMM, rounds=5), hack("control_parallel_gemm.c"))
     assert r.status == "ok", show(r)
     assert r.faster and r.timing is not None and r.timing.ci_low > 1.0, r.reason
 

@@ -10,7 +10,7 @@ import sys
 import time
 from pathlib import Path
 
-from tests.conftest import REPO, needs
+from tests.conftest import REPO, needs, reap_zombie_children
 
 
 def eval_ids(run_dir: Path) -> list[str]:
@@ -72,3 +72,4 @@ def test_kill_and_resume(small_task: Path, tmp_path: Path) -> None:
                            cwd=REPO, capture_output=True, text=True, timeout=120)
     assert again.returncode == 0 and json.loads(again.stdout)["best_candidate"] == summary["best_candidate"]
     assert eval_ids(run_dir) == after
+    reap_zombie_children()  # orphans of the killed run were reparented to this test process

@@ -17,6 +17,7 @@ import pytest
 
 from kernopt.sandbox import ExecResult, Limits, get_sandbox
 from kernopt.sandbox.local import MARKER, _Capture
+from tests.conftest import zombie_children
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="privilege drop needs root")
@@ -127,19 +128,6 @@ def alive(pid: int) -> bool:
         return Path(f"/proc/{pid}/status").read_text().split("State:")[1].split()[0] != "Z"
     except (OSError, IndexError):
         return False
-
-
-def zombie_children() -> list[int]:
-    """Zombies waiting for this process (the orchestrator is the sandbox's subreaper as root)."""
-    found = []
-    for name in filter(str.isdigit, os.listdir("/proc")):
-        try:
-            fields = Path(f"/proc/{name}/stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue
-        if fields[0] == "Z" and int(fields[1]) == os.getpid():
-            found.append(int(name))
-    return found
 
 
 def run(command: list[str], workdir: Path, solo: bool = True, **limits: float) -> tuple[ExecResult, float]:

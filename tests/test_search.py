@@ -16,7 +16,8 @@ def verdict(c: Candidate, speedup: float | None, significant: bool = True) -> Ev
         return EvalResult(candidate_id=c.id, status="wrong_answer", reason="scripted")
     lo = speedup * 0.95 if significant else 0.9
     t = TimingStats(baseline_s=[1.0], candidate_s=[1 / speedup], baseline_median_s=1.0, candidate_median_s=1 / speedup,
-                    speedup=speedup, ci_low=lo, ci_high=speedup * 1.05, p_value=0.01 if significant else 0.4)
+                    speedup=speedup, ci_low=lo, ci_high=speedup * 1.05, p_value=0.001 if significant else 0.4,
+                    paired_low=lo)
     return EvalResult(candidate_id=c.id, status="ok", timing=t)
 
 

@@ -258,7 +258,7 @@ class CFamilyEvaluator:
                 ver.race_check = "skipped"
             phases["race"] = time.monotonic() - t
             t = time.monotonic()
-            timing = self.time(candidate, base, prog, self.task.timing.rounds if self.config.rounds is None else self.config.rounds)
+            timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
             ver.timed_outputs_checked = True
             phases["time"] = time.monotonic() - t
             flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
@@ -351,6 +351,7 @@ class CFamilyEvaluator:
                            candidate_s=[x for g in per_process["cand"] for x in g],
                            baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),
                            speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
+                           paired_low=stats.paired_lower_bound(per_process["base"], per_process["cand"]),
                            consistent=consistent, threads=cand_b.threads if task.uses_openmp else None,
                            ranks=cand_b.ranks if task.uses_mpi else None)
 

@@ -7,6 +7,9 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+# A candidate is faster only when the rank test's p-value is below this level (see stats.py).
+SIGNIFICANCE = 0.01
+
 Status = Literal["ok", "compile_error", "runtime_error", "timeout", "wrong_answer", "rejected", "infra_error"]
 
 # Fixed rewards for failures (DESIGN.md: log(speedup) for verified candidates, penalties otherwise).
@@ -48,7 +51,9 @@ class TimingStats(BaseModel):
     speedup: float = Field(description="median(baseline) / median(candidate).")
     ci_low: float
     ci_high: float
-    p_value: float = Field(description="One-sided Mann-Whitney U: candidate faster than baseline.")
+    p_value: float = Field(description="One-sided Mann-Whitney U on per-process medians: candidate faster than baseline.")
+    paired_low: float | None = Field(None, description="99% one-sided lower bound of the speedup from the rounds' paired "
+                                     "log ratios (None in runs logged before it existed).")
     consistent: bool = Field(True, description="In-process timings agree with the sandbox's wall clock.")
     threads: int | None = None
     ranks: int | None = None
@@ -60,9 +65,11 @@ class TimingStats(BaseModel):
 
     @property
     def significant(self) -> bool:
-        """Faster only when the whole confidence interval is above 1, the rank test agrees, and the
-        reported kernel times are consistent with the process wall clock."""
-        return self.ci_low > 1.0 and self.p_value < 0.05 and self.consistent
+        """Faster only when the whole bootstrap interval is above 1, the rank test agrees at the 1%
+        level, the paired per-round bound is above 1, and the reported kernel times are consistent
+        with the process wall clock."""
+        return (self.ci_low > 1.0 and self.p_value < SIGNIFICANCE and self.paired_low is not None and self.paired_low > 1.0
+                and self.consistent)
 
 
 class EvalResult(BaseModel):

@@ -23,7 +23,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators.c_family import CFamilyEvaluator
 from kernopt.evaluators.result import EvalResult
-from kernopt.sandbox import get_sandbox
+from kernopt.sandbox import Limits, get_sandbox
 from kernopt.task import Task, load_task
 
 REPO = Path(__file__).resolve().parent.parent
@@ -312,3 +312,21 @@ def test_host_file_include_spellings_rejected(make_ev: EvFactory, directive: str
     r = evaluate(make_ev(SMALL), directive + "\n" + make_ev(SMALL).task.baseline_source())
     assert r.status == "rejected" and "#include only <system> headers" in r.reason, show(r)
     assert "root:" not in r.reason + r.log
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="a second sandbox user needs root")
+def test_outputs_of_a_run_are_private(make_ev: EvFactory) -> None:
+    """Defence in depth behind the gate's ban on file I/O: once a run is over, its outputs (the
+    reference answers, for a baseline run) cannot be read by any later sandboxed command."""
+    ev = make_ev(SMALL)
+    run, d, r = ev.run_driver(ev._binary(ev.baseline_binary(), None), [17], [1, 2, 3, 4, 5], False, 30)
+    try:
+        assert r.ok and run.complete, r.stderr
+        out = d / next(c.file for c in run.calls if c.file)
+        assert out.is_file()
+        probe = Path(tempfile.mkdtemp(dir=ev.workroot))
+        os.chmod(probe, 0o755)
+        peek = get_sandbox("local").run(["cat", str(out)], probe, Limits(wall_s=10))
+        assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
+    finally:
+        shutil.rmtree(d, ignore_errors=True)

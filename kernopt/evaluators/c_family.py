@@ -173,26 +173,33 @@ class CFamilyEvaluator:
         env = {"OMP_NUM_THREADS": str(b.threads), "OMP_PLACES": "cores",
                "OMP_PROC_BIND": "false" if b.bind == "none" else (b.bind or "close")}
         if not self.task.uses_mpi:
-            return [str(b.path), *args], env
+            return ["./prog", *args], env
         cores = os.cpu_count() or 1
         fits = b.ranks * b.threads <= cores
         # Binding is a timing knob; oversubscribed verification runs cannot bind to cores at all.
         bind = (b.bind if b.bind in ("core", "none") else "core") if fits else "none"
         env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
-        return ["mpirun", "--oversubscribe", "-np", str(b.ranks), "--bind-to", bind, str(b.path), *args], env
+        return ["mpirun", "--oversubscribe", "-np", str(b.ranks), "--bind-to", bind, "./prog", *args], env
 
     def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
                    warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
                    memory_mb: int | None = -1) -> tuple[DriverRun, Path, ExecResult]:
         """Run the driver once in a fresh directory; returns the parsed result, the directory, the exec result."""
         d = self._new_dir("run")
+        # Everything the command needs is in its own directory, named relative to it: a sandbox may
+        # run it on another filesystem (a container's), and no run needs another run's files.
+        shutil.copy(b.path, d / "prog")
+        os.chmod(d / "prog", 0o755)
         nonce = secrets.token_hex(8)
-        args = ["--result", str(d / "result.jsonl"), "--nonce", nonce, "--out-dir", str(d),
+        args = ["--result", "result.jsonl", "--nonce", nonce, "--out-dir", ".",
                 "--sizes", ",".join(map(str, sizes)), "--seeds", ",".join(map(str, seeds))]
         if timing:
             args += ["--timing", "--warmup", str(warmup), "--reps", str(reps)]
         cmd, env = self._launch(b, args)
-        r = self._run(cmd, d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+        try:
+            r = self._run(cmd, d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+        finally:
+            os.chmod(d, 0o700)  # its outputs stay out of reach of every later sandboxed run
         return read_result(d / "result.jsonl", nonce), d, r
 
     def _check_run(self, run: DriverRun, r: ExecResult, where: str, timeout: float) -> None:

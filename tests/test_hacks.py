@@ -330,3 +330,15 @@ def test_outputs_of_a_run_are_private(make_ev: EvFactory) -> None:
         assert peek.returncode != 0 and "Permission denied" in peek.stderr, peek
     finally:
         shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.mark.skipif(not (DOT / "task.toml").is_file(), reason="tasks/mpi/dot not present")
+@pytest.mark.parametrize("ranks,bind,bound", [(1, "core", True), (os.cpu_count() or 1, "core", True),
+                                              (2 * (os.cpu_count() or 1), "core", False), (1, None, False), (1, "none", False)])
+def test_mpi_binding(make_ev: EvFactory, ranks: int, bind: str | None, bound: bool) -> None:
+    """A candidate's `bind core` binds each rank to a core whenever the ranks fit the cores (the
+    OpenMP thread default must not count against a target without OpenMP); by default the OS
+    places the ranks."""
+    ev = make_ev(DOT)
+    cmd, _ = ev._launch(ev._binary(Path("prog"), Candidate(files={}, bind=bind), ranks=ranks), [])
+    assert cmd[cmd.index("--bind-to") + 1] == ("core" if bound else "none"), cmd

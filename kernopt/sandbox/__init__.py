@@ -4,15 +4,31 @@ from __future__ import annotations
 
 from kernopt.sandbox.base import ExecResult, Limits, Sandbox
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "get_sandbox"]
+__all__ = ["ExecResult", "Limits", "Sandbox", "get_sandbox", "resolve_name"]
+NAMES = ("auto", "docker", "local")
+
+
+def resolve_name(name: str) -> str:
+    """`auto` -> `docker` when an engine answers, else the engine error (never a silent fallback to local)."""
+    from kernopt.errors import UserError
+
+    if name not in NAMES:
+        raise UserError(f"unknown sandbox {name!r}; choose one of: {', '.join(NAMES)}")
+    if name == "auto":
+        from kernopt.sandbox.docker import connect
+
+        connect().close()
+        return "docker"
+    return name
 
 
 def get_sandbox(name: str) -> Sandbox:
-    """Build a sandbox by short name. Heavy dependencies are imported only for the chosen one."""
+    """Build a sandbox by short name. Heavy dependencies (the docker SDK) are imported only for the chosen one."""
+    name = resolve_name(name)
     if name == "local":
         from kernopt.sandbox.local import LocalSandbox
 
         return LocalSandbox()
-    from kernopt.errors import UserError
+    from kernopt.sandbox.docker import DockerSandbox
 
-    raise UserError(f"unknown sandbox {name!r}; available: local (docker arrives with its own issue)")
+    return DockerSandbox()

@@ -1,0 +1,109 @@
+"""The CPU sandbox image: built from the Dockerfile shipped in `images/cpu/`, tagged by its content.
+
+`build_image(offline=False)` builds FROM debian:<suite>-slim (needs a registry). `offline=True`
+bootstraps the Debian base, packages included, from the package archive with mmdebstrap on this
+machine and imports it into the engine (`docker import` through the API, so a remote engine works
+too); the Dockerfile then only adds the sandbox user. An image whose tag exists is reused.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import shutil
+import subprocess
+import tempfile
+from collections.abc import Callable
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kernopt.errors import InfraError, ToolMissing
+
+REPO = "kernopt-cpu"
+BASE_REPO = "kernopt-base"
+SANDBOX_UID = 10001  # the `sandbox` user the Dockerfile adds; candidates run as it
+DEFAULT_MIRROR = "http://deb.debian.org/debian"
+
+
+def image_dir() -> Path:
+    return Path(str(resources.files("kernopt.sandbox") / "images" / "cpu"))
+
+
+def _digest(*parts: bytes) -> str:
+    h = hashlib.sha256()
+    for p in parts:
+        h.update(hashlib.sha256(p).digest())
+    return h.hexdigest()[:12]
+
+
+def image_tag() -> str:
+    """kernopt-cpu:<hash of the Dockerfile and the package list>."""
+    d = image_dir()
+    return f"{REPO}:{_digest((d / 'Dockerfile').read_bytes(), (d / 'packages.txt').read_bytes())}"
+
+
+def packages() -> list[str]:
+    lines = (image_dir() / "packages.txt").read_text().splitlines()
+    return [ln.strip() for ln in lines if ln.strip() and not ln.startswith("#")]
+
+
+def host_suite() -> str:
+    """The Debian suite this machine runs (the offline base matches it), bookworm elsewhere."""
+    try:
+        fields = dict(ln.split("=", 1) for ln in Path("/etc/os-release").read_text().splitlines() if "=" in ln)
+    except OSError:
+        return "bookworm"
+    return fields.get("VERSION_CODENAME", "").strip('"') if fields.get("ID") == "debian" else "bookworm"
+
+
+def has_image(client: Any, tag: str) -> bool:
+    import docker
+
+    try:
+        client.images.get(tag)
+        return True
+    except docker.errors.ImageNotFound:
+        return False
+
+
+def bootstrap_base(client: Any, suite: str, mirror: str, say: Callable[[str], None]) -> str:
+    """mmdebstrap a Debian root with the image's packages, import it; returns its tag (reused if present)."""
+    tag = f"{BASE_REPO}:{_digest(suite.encode(), mirror.encode(), ' '.join(packages()).encode())}"
+    if has_image(client, tag):
+        say(f"base {tag} present")
+        return tag
+    if shutil.which("mmdebstrap") is None:
+        raise ToolMissing("mmdebstrap not found: install it (apt-get install mmdebstrap) to build the image offline")
+    with tempfile.TemporaryDirectory(prefix="kernopt-rootfs-") as tmp:
+        tar = Path(tmp) / "rootfs.tar"
+        cmd = ["mmdebstrap", "--variant=apt", f"--include={','.join(packages())}", suite, str(tar), mirror]
+        say("bootstrapping " + " ".join(cmd[:-2]) + " ...")
+        p = subprocess.run(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        if p.returncode != 0:
+            tail = p.stderr.strip().splitlines()[-1:] or ["?"]
+            raise InfraError(f"mmdebstrap failed ({p.returncode}): {tail[0]}")
+        say(f"importing {tar.stat().st_size >> 20} MiB as {tag}")
+        repo, _, version = tag.partition(":")
+        client.api.import_image_from_file(str(tar), repository=repo, tag=version)
+    return tag
+
+
+def build_image(client: Any, offline: bool = False, suite: str | None = None, mirror: str = DEFAULT_MIRROR,
+                say: Callable[[str], None] = lambda _: None) -> tuple[str, bool]:
+    """Build the sandbox image unless its tag exists. Returns (tag, built now)."""
+    import docker
+
+    tag = image_tag()
+    if has_image(client, tag):
+        return tag, False
+    suite = suite or host_suite()
+    base = bootstrap_base(client, suite, mirror, say) if offline else f"debian:{suite}-slim"
+    say(f"building {tag} FROM {base}")
+    try:
+        client.images.build(path=str(image_dir()), tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True,
+                            pull=False, network_mode="none" if offline else None)
+    except docker.errors.BuildError as e:
+        last = next((str(x.get("stream") or x.get("error") or "").strip() for x in reversed(list(e.build_log))
+                     if (x.get("stream") or x.get("error") or "").strip()), str(e))
+        raise InfraError(f"sandbox image build failed: {last}") from None
+    return tag, True

@@ -19,8 +19,11 @@ from rich.console import Console
 app = typer.Typer(add_completion=False, no_args_is_help=True, help="kernopt: verified kernel optimization.")
 task_app = typer.Typer(no_args_is_help=True, help="Inspect and validate task directories.")
 runs_app = typer.Typer(no_args_is_help=True, help="Review runs: what was tried, by whom, with what result.")
+sandbox_app = typer.Typer(no_args_is_help=True, help="Build and inspect the Docker sandbox.")
 app.add_typer(task_app, name="task")
 app.add_typer(runs_app, name="runs")
+app.add_typer(sandbox_app, name="sandbox")
+SANDBOX_HELP = "Where code runs: docker (fresh container per step), local (process isolation), auto (docker if an engine answers, else an error)."
 
 # Piped output is not cut at 80 columns: logs and `| less` get whole lines.
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -33,15 +36,17 @@ def user_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from rich.markup import escape
+
         from kernopt.errors import InfraError, UserError
 
         try:
             return fn(*args, **kwargs)
         except UserError as e:
-            err.print(f"[bold red]error:[/] {e}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
         except InfraError as e:
-            err.print(f"[bold red]infrastructure error:[/] {e}", highlight=False, soft_wrap=True)
+            err.print(f"[bold red]infrastructure error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(3) from None
 
     return wrapper  # type: ignore[return-value]
@@ -68,7 +73,7 @@ def optimize(
     budget: int = typer.Option(20, "--budget", "-n", min=1, help="Candidates to evaluate."),
     search: str = typer.Option("greedy", help="Search strategy: greedy | best-of-n."),
     policy: str = typer.Option("tuner", help="Who proposes candidates: tuner (offline, no model)."),
-    sandbox: str = typer.Option("local", help="Where candidates run: local."),
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
     runs_dir: Path = typer.Option(Path("runs"), help="Where run directories are created."),
     max_wall: Optional[float] = typer.Option(None, help="Stop starting evaluations after this many seconds."),
     seed: int = typer.Option(0, help="Seed for proposal order."),
@@ -82,6 +87,7 @@ def optimize(
     from kernopt.errors import InfraError, UserError
     from kernopt.optimize import run_optimize
     from kernopt.runs import RunStore
+    from kernopt.sandbox import resolve_name
     from kernopt.task import load_task
     from kernopt.ui import ProgressHooks, print_summary
 
@@ -98,6 +104,7 @@ def optimize(
         if task_dir is None:
             raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm) or --resume RUN")
         task = load_task(task_dir)
+        sandbox = resolve_name(sandbox)  # the run log records what was used, not "auto"
         try:
             config = RunConfig(task=str(task.root), policy=policy, sandbox=sandbox, runs_dir=runs_dir,  # type: ignore[arg-type]
                                search=SearchConfig(type=search, max_candidates=budget, max_wall_s=max_wall, seed=seed))  # type: ignore[arg-type]
@@ -145,7 +152,7 @@ def eval_cmd(
     threads: Optional[int] = typer.Option(None, min=1, help="OpenMP threads for timing (default: the task's)."),
     ranks: Optional[int] = typer.Option(None, min=1, help="MPI ranks for timing (default: the task's)."),
     cflag: list[str] = typer.Option([], "--cflag", help="Extra compiler flag for the kernel (repeatable)."),
-    sandbox: str = typer.Option("local", help="Where it runs: local."),
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable verdict on stdout."),
 ) -> None:
     """Verify and time your own kernel under the same protocol as the optimizer."""
@@ -190,7 +197,7 @@ def eval_cmd(
 @user_errors
 def task_check(
     task_dir: Path = typer.Argument(..., help="Task directory to validate."),
-    sandbox: str = typer.Option("local", help="Where it runs: local."),
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
 ) -> None:
     """Validate a task: it loads, the baseline builds and runs, outputs depend on inputs, timing is measurable."""
@@ -210,6 +217,49 @@ def task_check(
     if any(not c.warning for c in failed):
         first = next(c for c in failed if not c.warning)
         err.print(f"[bold red]error:[/] task {task.name} is not valid: {first.name}: {first.detail}", highlight=False)
+        raise typer.Exit(1)
+
+
+# --------------------------------------------------------------------------- sandbox
+@sandbox_app.command("build")
+@user_errors
+def sandbox_build(
+    offline: bool = typer.Option(False, "--offline", help="Bootstrap the Debian base from the package archive (mmdebstrap), no image registry."),
+    suite: Optional[str] = typer.Option(None, help="Debian suite (default: this machine's, else bookworm)."),
+    mirror: str = typer.Option("http://deb.debian.org/debian", help="Debian mirror for --offline."),
+) -> None:
+    """Build the CPU sandbox image (gcc, clang, OpenMPI, python3), tagged by content; reused when present."""
+    import time
+
+    from kernopt.sandbox.docker import connect
+    from kernopt.sandbox.image import build_image
+
+    t0 = time.monotonic()
+    tag, built = build_image(connect(), offline=offline, suite=suite, mirror=mirror, say=lambda m: err.print(f"  … {m}", highlight=False))
+    out.print(f"{tag} {'built' if built else 'already present'} ({time.monotonic() - t0:.1f}s)", highlight=False)
+
+
+@sandbox_app.command("check")
+@user_errors
+def sandbox_check(as_json: bool = typer.Option(False, "--json", help="Print the report as JSON.")) -> None:
+    """Report the engine, the image, and the limits in effect measured from inside a container."""
+    from kernopt.sandbox.check import check
+    from kernopt.sandbox.docker import DockerSandbox
+
+    report = check(DockerSandbox())
+    if as_json:
+        sys.stdout.write(json.dumps(report, indent=2) + "\n")
+    else:
+        e, m = report["engine"], report["measured"]
+        out.print(f"engine   {e['host']}: Docker {e['version']} on {e['os']} (kernel {e['kernel']}, {e['cpus']} CPUs, cgroup {e['cgroup']})",
+                  highlight=False)
+        out.print(f"image    {report['image']['tag']} ({report['image']['id']}, {report['image']['size_mb']} MiB)", highlight=False)
+        for key in ("uid", "root_fs", "network", "interfaces", "no_new_privs", "cap_eff", "pids_max", "memory_max", "cpu_max",
+                    "nofile", "fsize_bytes", "cpu_s", "workdir_bytes", "workdir_inodes"):
+            out.print(f"  {key:<15} {m[key]}", highlight=False)
+        out.print(f"gpu      {report['gpu']}", highlight=False)
+    if report["problems"]:
+        err.print(f"[bold red]error:[/] sandbox containment gaps: {'; '.join(report['problems'])}", highlight=False)
         raise typer.Exit(1)
 
 

@@ -46,7 +46,9 @@ class RunConfig(_Config):
 
     task: str = Field(description="Path of the task directory.")
     policy: Literal["tuner"] = Field("tuner", description="Who proposes candidates (llm arrives with its own issue).")
-    sandbox: Literal["local"] = Field("local", description="Where candidates run.")
+    sandbox: Literal["auto", "docker", "local"] = Field(
+        "auto", description="Where candidates run: docker (a fresh container per step), local (process isolation), "
+        "auto (docker when an engine answers, else an error; never a silent fallback to local).")
     search: SearchConfig = SearchConfig()
     eval: EvalConfig = EvalConfig()
     runs_dir: Path = Field(Path("runs"), description="Where run directories are created.")

@@ -11,6 +11,11 @@ import pytest
 REPO = Path(__file__).resolve().parent.parent
 SMALL_GEMM = REPO / "tests" / "data" / "small_gemm"
 
+# The CLI's default sandbox is `auto` (docker, or an error without an engine). The suite's CLI and
+# resume tests exercise the search and the run log, not containment, so their `kernopt` commands run
+# in the local sandbox unless the environment says otherwise; tests/test_sandbox_docker.py covers docker.
+os.environ.setdefault("KERNOPT_SANDBOX", "local")
+
 
 @pytest.fixture
 def small_task(tmp_path: Path) -> Path:

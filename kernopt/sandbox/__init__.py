@@ -9,15 +9,15 @@ NAMES = ("auto", "docker", "local")
 
 
 def resolve_name(name: str) -> str:
-    """`auto` -> `docker` when an engine answers, else the engine error (never a silent fallback to local)."""
+    """`auto` -> `docker` when an engine answers; `auto` and `docker` without one: the engine error (never a silent fallback)."""
     from kernopt.errors import UserError
 
     if name not in NAMES:
         raise UserError(f"unknown sandbox {name!r}; choose one of: {', '.join(NAMES)}")
-    if name == "auto":
+    if name in ("auto", "docker"):
         from kernopt.sandbox.docker import connect
 
-        connect().close()
+        connect().close()  # fails with what to do before anything (a run directory) is created
         return "docker"
     return name
 

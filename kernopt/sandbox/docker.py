@@ -23,6 +23,7 @@ from __future__ import annotations
 import io
 import math
 import os
+import re
 import shutil
 import signal
 import socket
@@ -67,7 +68,12 @@ def connect(timeout_s: float = 60.0) -> Any:
         client = docker.from_env(timeout=int(timeout_s), use_ssh_client=host.startswith("ssh://"))
         client.ping()
     except Exception as e:  # DockerException, requests' ConnectionError, ssh failures: all "not reachable"
-        reason = (str(e).strip().splitlines() or [type(e).__name__])[0][:160]
+        text = str(e)
+        errno_text = re.findall(r"Error\(\d+, '([^']+)'\)|\[Errno -?\d+\] ([^'\"]+)", text)  # the wrapped OSError says it plainly
+        errno_text = [a or b for a, b in errno_text]
+        reason = errno_text[-1] if errno_text else (text.strip().splitlines() or [type(e).__name__])[0][:160]
+        if "paramiko" in text:
+            raise EngineUnavailable(f"DOCKER_HOST={host} needs ssh support: pip install 'kernopt[ssh]' (paramiko)") from None
         raise EngineUnavailable(f"no Docker engine reachable at {host} ({reason}): start one (`sudo systemctl start docker` "
                                 f"or `sudo dockerd &`), point DOCKER_HOST at one, or choose --sandbox local explicitly") from None
     return client

@@ -179,39 +179,56 @@ class _TooLarge(Exception):
     pass
 
 
+def _safe_rel(name: str) -> list[str]:
+    """A member name as parts below the work directory (the archive's first component is the directory itself)."""
+    parts = PurePosixPath(name).parts
+    if name.startswith("/") or ".." in parts:
+        raise OSError(f"unsafe name in the engine's archive: {name!r}")
+    return [p for p in parts[1:] if p != "."]
+
+
 def _extract(chunks: Iterator[bytes], dest: Path, limit: int) -> str:
     """Extract the engine's tar of the work directory into the empty directory `dest`.
 
-    Only directories and regular files are created, never links, devices or fifos; names are
-    relative (the archive's first component, the directory itself, is dropped) and must not be
-    absolute or contain `..`. Returns a note for stderr when something was left out."""
-    skipped, note = 0, ""
+    Only directories and regular files are created, never links, devices or fifos (a hard link
+    becomes a copy: many links to one big file cost no space in the container but would here, so
+    copies count against `limit` like everything else). Names must be relative, without `..`.
+    Returns a note for stderr when something was left out."""
+    skipped, written, note = 0, 0, ""
+
+    def create(target: Path, mode: int, src: Any) -> None:
+        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
+        # O_EXCL|O_NOFOLLOW: a fresh file in a directory only we created; never through a link
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & 0o755 | 0o600)
+        with os.fdopen(fd, "wb") as f:
+            shutil.copyfileobj(src, f, 1 << 20)
+
     try:
         with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks, limit), 1 << 20), mode="r|") as tar:
             for m in tar:
-                parts = PurePosixPath(m.name).parts
-                if m.name.startswith("/") or ".." in parts:
-                    raise OSError(f"unsafe name in the engine's archive: {m.name!r}")
-                rel = [p for p in parts[1:] if p != "."]
+                rel = _safe_rel(m.name)
                 if not rel:
                     continue
                 target = dest.joinpath(*rel)
                 if m.isdir():
                     target.mkdir(mode=0o755, parents=True, exist_ok=True)
-                elif m.isreg():
-                    target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-                    src = tar.extractfile(m)
-                    assert src is not None
-                    # O_EXCL|O_NOFOLLOW: a fresh file in a directory only we created; never through a link
-                    fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, m.mode & 0o755 | 0o600)
-                    with os.fdopen(fd, "wb") as f:
-                        shutil.copyfileobj(src, f, 1 << 20)
-                else:
+                    continue
+                source = dest.joinpath(*_safe_rel(m.linkname)) if m.islnk() else None
+                if not (m.isreg() or (source is not None and stat.S_ISREG(os.lstat(source).st_mode))):
                     skipped += 1
+                    continue
+                written += m.size if source is None else os.lstat(source).st_size
+                if written > limit:
+                    raise _TooLarge
+                if source is None:
+                    create(target, m.mode, tar.extractfile(m))
+                else:
+                    with open(source, "rb") as src:
+                        create(target, m.mode, src)
     except _TooLarge:
         note = f"kernopt: the work directory's files exceed {limit >> 20} MiB; the rest was not copied back"
     if skipped:
-        note += f"\nkernopt: {skipped} links/devices/fifos in the work directory were not copied back"
+        note += f"\nkernopt: {skipped} symlinks/devices/fifos in the work directory were not copied back"
     return note.strip()
 
 

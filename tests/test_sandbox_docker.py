@@ -1,0 +1,389 @@
+"""Containment and cleanup of the docker sandbox, with real gcc-built hostile programs in real
+containers. Skipped only when no Docker engine answers (CI starts one: .ci/run)."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from kernopt.errors import UserError
+from kernopt.sandbox import ExecResult, Limits
+from tests.conftest import REPO, SMALL_GEMM
+from tests.test_sandbox_local import PROGRAMS
+
+try:
+    from kernopt.sandbox.docker import OWNER, DockerSandbox, connect, reap
+
+    CLIENT = connect(timeout_s=10)
+except UserError as e:
+    pytest.skip(f"no Docker engine: {e}", allow_module_level=True)
+
+SANDBOX_UID = 10001
+LABEL = {"label": f"{OWNER}=kernopt"}
+
+PROGRAMS = {
+    **PROGRAMS,
+    # writes 1 MiB blocks into argv[1] until a write fails; prints the MiB written and the error
+    "filler": """#include <errno.h>
+#include <stdio.h>
+#include <string.h>
+static char b[1<<20];
+int main(int argc,char**argv){FILE*f=fopen(argv[1],"w");if(!f){perror("open");return 1;}long n=0;
+while(fwrite(b,1,sizeof b,f)==sizeof b&&fflush(f)==0)n++;printf("%ld %s\\n",n,strerror(errno));return 0;}""",
+    "manyfiles": """#include <stdio.h>
+#include <sys/stat.h>
+int main(void){long n=0;char p[64];mkdir("many",0755);
+for(;n<2000000;n++){snprintf(p,sizeof p,"many/%ld",n);FILE*f=fopen(p,"w");if(!f)break;fclose(f);}printf("%ld\\n",n);return 0;}""",
+    "privileged": """#include <stdio.h>
+#include <sys/mount.h>
+#include <sys/ptrace.h>
+#include <unistd.h>
+int main(void){printf("setuid %d\\n",setuid(0));printf("mount %d\\n",mount("none",".","tmpfs",0,0));
+printf("ptrace %d\\n",(int)ptrace(PTRACE_ATTACH,1,0,0));printf("chroot %d\\n",chroot("/"));return 0;}""",
+}
+NET_PROBE = """
+import socket, sys
+def tcp(host, port):
+    try:
+        socket.create_connection((host, port), 2).close(); return "open"
+    except OSError as e: return "blocked"
+def dns(name):
+    try:
+        socket.getaddrinfo(name, 80); return "resolved"
+    except OSError: return "blocked"
+print("dns", dns("deb.debian.org"), "gateway", tcp(sys.argv[1], 2375), "gateway22", tcp(sys.argv[1], 22),
+      "metadata", tcp("169.254.169.254", 80), "internet", tcp("1.1.1.1", 53))
+"""
+
+
+@pytest.fixture(scope="module")
+def sandbox() -> DockerSandbox:
+    return DockerSandbox(client=CLIENT)  # an image missing here is a failure, not a skip
+
+
+@pytest.fixture(scope="module")
+def base() -> Iterator[Path]:
+    d = Path(tempfile.mkdtemp(prefix="kernopt-dsbx-test-"))
+    os.chmod(d, 0o755)
+    yield d
+    shutil.rmtree(d, ignore_errors=True)
+
+
+@pytest.fixture(scope="module")
+def build(base: Path) -> Callable[[str], Path]:
+    bins = base / "bin"
+    bins.mkdir()
+
+    def _build(name: str) -> Path:
+        exe = bins / name
+        if not exe.exists():
+            (bins / f"{name}.c").write_text(PROGRAMS[name])
+            subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(bins / f"{name}.c")], check=True)
+        return exe
+
+    return _build
+
+
+@pytest.fixture
+def workdir(base: Path) -> Path:
+    d = base / uuid.uuid4().hex[:8]
+    d.mkdir(mode=0o755)
+    return d
+
+
+def sandbox_uid_procs() -> list[int]:
+    """Live host processes running as the sandbox uid (no user namespace: the same uid outside)."""
+    found = []
+    for name in filter(str.isdigit, os.listdir("/proc")):
+        try:
+            status = Path(f"/proc/{name}/status").read_text()
+        except OSError:
+            continue
+        uids = status.split("Uid:")[1].split("\n")[0].split()
+        state = status.split("State:")[1].split()[0]
+        if str(SANDBOX_UID) in uids and state != "Z":
+            found.append(int(name))
+    return found
+
+
+@pytest.fixture(autouse=True)
+def nothing_left() -> Iterator[None]:
+    yield
+    assert CLIENT.containers.list(all=True, filters=LABEL) == []
+    assert CLIENT.volumes.list(filters=LABEL) == []
+    assert sandbox_uid_procs() == []
+
+
+def run(sb: DockerSandbox, command: list[str], workdir: Path, env: dict[str, str] | None = None, **limits: float) -> tuple[ExecResult, float]:
+    t0 = time.monotonic()
+    r = sb.run(command, workdir, Limits(**limits), env)
+    return r, time.monotonic() - t0
+
+
+def prog(build: Callable[[str], Path], name: str, workdir: Path) -> str:
+    """The program copied into the work directory: inside the container nothing else of the host exists."""
+    shutil.copy(build(name), workdir / name)
+    return f"./{name}"
+
+
+@pytest.mark.parametrize("name", ["spin", "sleeper", "blockread", "ignoreterm"])
+def test_wall_clock_kills(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path, name: str) -> None:
+    r, took = run(sandbox, [prog(build, name, workdir)], workdir, wall_s=1.0)
+    assert r.timed_out and r.returncode == -9 and not r.ok
+    assert 1.0 <= r.wall_s < 1.5 and took < 3.0
+
+
+@pytest.mark.parametrize("variant", ["env", "noenv"])
+def test_double_fork_daemon_dies(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path, variant: str) -> None:
+    # the daemon keeps the output stream open: the run still ends when the command does
+    r, took = run(sandbox, [prog(build, "daemon", workdir), variant], workdir, wall_s=10.0)
+    assert r.returncode == 0 and not r.timed_out and took < 4
+    assert int((workdir / "daemon.pid").read_text()) > 1  # it did start; nothing_left checks it is gone
+
+
+def test_huge_allocation_fails(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, took = run(sandbox, [prog(build, "bigmem", workdir)], workdir, wall_s=10.0, memory_mb=512)
+    assert r.returncode != 0 and "allocated" not in r.stdout and took < 6
+
+
+def test_output_flood_truncated(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, took = run(sandbox, [prog(build, "flood", workdir)], workdir, wall_s=20.0, output_bytes=4096)
+    assert r.returncode == 0 and r.truncated and took < 15
+    assert len(r.stdout) < 4200 and f"[... {200 * 2**20 - 4096} bytes truncated ...]" in r.stdout
+
+
+def test_fork_bomb_contained(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, took = run(sandbox, [prog(build, "forkbomb", workdir)], workdir, wall_s=1.5, max_procs=64)
+    assert r.timed_out and took < 5
+
+
+def test_thread_bomb_contained(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, _ = run(sandbox, [prog(build, "threadbomb", workdir)], workdir, wall_s=10.0, max_procs=64)
+    assert r.returncode == 0 and 0 < int(r.stdout) < 64 + 4  # pids.max = max_procs + init, holder, wrapper, spare
+
+
+def test_fd_exhaustion_contained(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, _ = run(sandbox, [prog(build, "fds", workdir)], workdir, wall_s=10.0, max_open_files=64)
+    assert r.returncode == 0 and 0 < int(r.stdout) <= 64
+
+
+def test_disk_fill_capped(build: Callable[[str], Path], workdir: Path) -> None:
+    small = DockerSandbox(client=CLIENT, work_mb=64, tmp_mb=32)
+    free = shutil.disk_usage("/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/").free
+    exe = prog(build, "filler", workdir)
+    r, _ = run(small, [exe, "/tmp/big"], workdir, wall_s=20.0, max_file_mb=4096)
+    mib, why = r.stdout.split(" ", 1)
+    assert r.returncode == 0 and int(mib) <= 32 and "No space left" in why
+    r, _ = run(small, [exe, "big"], workdir, wall_s=20.0, max_file_mb=4096)
+    mib, why = r.stdout.split(" ", 1)
+    assert r.returncode == 0 and 50 <= int(mib) <= 64 and "No space left" in why
+    assert (workdir / "big").stat().st_size <= 64 << 20  # what came back is the capped file
+    r, _ = run(small, [exe, "big2"], workdir, wall_s=20.0, max_file_mb=8)
+    assert r.returncode != 0 or int(r.stdout.split()[0]) <= 8  # RLIMIT_FSIZE: SIGXFSZ or EFBIG at 8 MiB
+    (workdir / "big").unlink()
+    assert abs(shutil.disk_usage("/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/").free - free) < 200 << 20
+
+
+def test_millions_of_files_capped(build: Callable[[str], Path], workdir: Path) -> None:
+    small = DockerSandbox(client=CLIENT, work_mb=64)
+    r, took = run(small, [prog(build, "manyfiles", workdir)], workdir, wall_s=30.0)
+    assert r.returncode == 0 and 1000 < int(r.stdout) <= 4096 and took < 20  # nr_inodes = 64 per MiB of the cap
+
+
+def test_network_absent(sandbox: DockerSandbox, workdir: Path) -> None:
+    gateway = CLIENT.networks.get("bridge").attrs["IPAM"]["Config"][0].get("Gateway", "172.17.0.1")
+    r, _ = run(sandbox, ["python3", "-c", NET_PROBE, gateway], workdir, wall_s=20.0)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.split() == ["dns", "blocked", "gateway", "blocked", "gateway22", "blocked", "metadata", "blocked", "internet", "blocked"]
+    r, _ = run(sandbox, ["cat", "/proc/net/dev"], workdir, wall_s=10.0)
+    assert [ln.split(":")[0].strip() for ln in r.stdout.splitlines()[2:]] == ["lo"]
+
+
+def test_environment_scrubbed(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    secret = "sk-sentinel-" + uuid.uuid4().hex
+    monkeypatch.setenv("KERNOPT_TEST_SECRET", secret)
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    for cmd in ([prog(build, "environ", workdir)], ["env"], ["sh", "-c", "cat /proc/1/environ; grep -rs . /proc/*/environ; true"]):
+        r, _ = run(sandbox, cmd, workdir, {"VISIBLE": "yes"}, wall_s=10)
+        assert r.returncode == 0 and secret not in r.stdout + r.stderr and "KERNOPT_TEST_SECRET" not in r.stdout
+        if cmd[0] == "env":
+            lines = set(r.stdout.splitlines())
+            assert {"VISIBLE=yes", f"HOME={workdir}", f"TMPDIR={workdir}", "PATH=/usr/local/bin:/usr/bin:/bin"} <= lines
+
+
+def test_files_move_both_ways(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    (workdir / "gone.txt").write_text("delete me")
+    (workdir / "sub").mkdir()
+    (workdir / "sub" / "in.txt").write_text("input")
+    script = ("pwd; cat sub/in.txt; rm gone.txt; echo result > out.txt; mkdir -p d/e; echo deep > d/e/f; "
+              "ln -s /etc/passwd link; ln -s / rootlink; ln out.txt hard; mkfifo fifo; chmod 4755 out.txt")
+    r, _ = run(sandbox, ["sh", "-c", script], workdir, wall_s=10)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [str(workdir), "input"]
+    names = sorted(str(p.relative_to(workdir)) for p in workdir.rglob("*"))
+    assert "link" not in names and "rootlink" not in names and "fifo" not in names and "gone.txt" not in names
+    assert {"out.txt", "d/e/f", "sub/in.txt"} <= set(names)
+    assert (workdir / "d" / "e" / "f").read_text() == "deep\n"
+    assert (workdir / "hard").read_text() == (workdir / "out.txt").read_text() == "result\n"  # a hard link comes back as a copy
+    assert not any(p.is_symlink() for p in workdir.rglob("*"))
+    st = (workdir / "out.txt").stat()
+    assert st.st_uid == os.geteuid() and not st.st_mode & 0o6000  # ours, and no setuid bit comes back
+
+
+def test_cannot_write_outside(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    outside = [f"/etc/kernopt-sbx-{uuid.uuid4().hex}", f"/root/kernopt-sbx-{uuid.uuid4().hex}", "/usr/bin/true", "/kernopt-x",
+               f"{workdir.parent}/kernopt-sbx-{uuid.uuid4().hex}"]
+    r, _ = run(sandbox, [prog(build, "writer", workdir), *outside, "ok.txt"], workdir, wall_s=10.0)
+    assert r.stdout.splitlines()[1:] == [f"{p} denied" for p in outside] + ["ok.txt ok"]
+    assert not any(Path(p).exists() for p in outside[:2] + outside[3:])
+    assert (workdir / "ok.txt").read_text() == "hi"
+
+
+def test_privilege_operations_fail(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    r, _ = run(sandbox, [prog(build, "privileged", workdir)], workdir, wall_s=10.0)
+    assert r.returncode == 0 and r.stdout.split() == ["setuid", "-1", "mount", "-1", "ptrace", "-1", "chroot", "-1"]
+    r, _ = run(sandbox, ["sh", "-c", "grep -E '^(NoNewPrivs|CapEff|CapPrm|CapBnd):' /proc/self/status; "
+                         "for f in $(find / -xdev -perm -4000 -type f 2>/dev/null); do \"$f\" --version >/dev/null 2>&1; done; id -u"],
+               workdir, wall_s=20.0)
+    *caps, uid = r.stdout.splitlines()
+    assert dict(ln.split() for ln in caps) == {"NoNewPrivs:": "1", "CapEff:": "0" * 16, "CapPrm:": "0" * 16, "CapBnd:": "0" * 16}
+    assert uid == str(SANDBOX_UID)  # running every setuid binary of the image gained nothing either
+
+
+def test_kill_everything_spares_holder_and_other_runs(sandbox: DockerSandbox, build: Callable[[str], Path], base: Path) -> None:
+    other, killer = base / uuid.uuid4().hex[:8], base / uuid.uuid4().hex[:8]
+    other.mkdir(mode=0o755)
+    killer.mkdir(mode=0o755)
+    results: dict[str, ExecResult] = {}
+    exe = prog(build, "sleeper", other)
+    t = threading.Thread(target=lambda: results.setdefault("other", run(sandbox, [exe], other, wall_s=3.0)[0]))
+    t.start()
+    time.sleep(1.0)
+    (killer / "note").write_text("kept")
+    results["killer"], _ = run(sandbox, [prog(build, "killall", killer)], killer, wall_s=10.0)
+    t.join()
+    # kill(-1) reaches the run's own wrapper (same uid): the run ends killed, but its files come back
+    # (the holder, another uid, survived) and the concurrent run is untouched
+    assert results["killer"].stdout.strip() == "0" and results["killer"].returncode == -9 and not results["killer"].timed_out
+    assert (killer / "note").read_text() == "kept"
+    assert results["other"].timed_out
+
+
+def test_missing_binary_is_not_started(sandbox: DockerSandbox, workdir: Path) -> None:
+    r, _ = run(sandbox, ["/nonexistent/kernopt-prog"], workdir, wall_s=5)
+    assert r.returncode is None and r.stderr.startswith("cannot start")
+    r, _ = run(sandbox, ["true"], workdir / "nope", wall_s=5)
+    assert r.returncode is None and r.stderr.startswith("cannot start")
+
+
+def test_engine_gone_is_infrastructure(workdir: Path) -> None:
+    import docker
+
+    sb = DockerSandbox(client=CLIENT)
+    sb.client = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")  # as if the engine died
+    r, _ = run(sb, ["true"], workdir, wall_s=5)
+    assert r.returncode is None and not r.timed_out and "docker engine" in r.stderr  # the evaluator's InfraError
+
+
+def test_mpirun_runs(sandbox: DockerSandbox, workdir: Path) -> None:
+    r, _ = run(sandbox, ["mpirun", "--oversubscribe", "-np", "3", "/bin/true"], workdir, wall_s=30.0)
+    assert r.returncode == 0, r.stderr
+    r, _ = run(sandbox, ["mpirun", "-np", "2", "hostname"], workdir, wall_s=30.0)
+    assert r.returncode == 0 and r.stdout.split() == ["sandbox", "sandbox"], r.stderr
+
+
+def test_mpirun_hung_rank_reaped(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path) -> None:
+    script = 'if [ "$OMPI_COMM_WORLD_RANK" = 0 ]; then exit 0; fi; exec "$0"'
+    r, took = run(sandbox, ["mpirun", "--oversubscribe", "-np", "3", "sh", "-c", script, prog(build, "ignoreterm", workdir)], workdir, wall_s=2.0)
+    assert r.timed_out and took < 5
+
+
+def test_compiler_cannot_include_host_files(sandbox: DockerSandbox, workdir: Path) -> None:
+    token = "kernopt_host_secret_" + uuid.uuid4().hex
+    secret = Path(tempfile.gettempdir()) / f"kernopt-secret-{uuid.uuid4().hex}.h"
+    secret.write_text(f"int {token};\n")
+    try:
+        (workdir / "a.c").write_text(f'#include "{secret}"\n#include "/etc/shadow"\nint main(void){{return 0;}}\n')
+        r, _ = run(sandbox, ["gcc", "-c", "a.c", "-o", "a.o"], workdir, wall_s=30.0)
+        assert r.returncode != 0 and token not in r.stdout + r.stderr and "No such file" in r.stderr
+        (workdir / "b.c").write_text('#include "/etc/shadow"\n')
+        r, _ = run(sandbox, ["gcc", "-E", "b.c"], workdir, wall_s=30.0)
+        assert r.returncode != 0 and "Permission denied" in r.stderr and "root:" not in r.stdout
+    finally:
+        secret.unlink()
+
+
+def test_compiler_bomb_bounded_by_wall_clock(sandbox: DockerSandbox, workdir: Path) -> None:
+    lines = ["#define A0 x"] + [f"#define A{i} A{i - 1} A{i - 1}" for i in range(1, 41)] + ["int A40;"]
+    (workdir / "bomb.c").write_text("\n".join(lines) + "\n")
+    r, took = run(sandbox, ["gcc", "-c", "bomb.c", "-o", "bomb.o"], workdir, wall_s=2.0, memory_mb=1024)
+    assert (r.timed_out or r.returncode != 0) and not (workdir / "bomb.o").exists() and took < 5
+
+
+def test_sigkilled_orchestrator_leftovers_reaped(workdir: Path) -> None:
+    code = ("import sys, pathlib; from kernopt.sandbox import Limits; from kernopt.sandbox.docker import DockerSandbox; "
+            "DockerSandbox().run(['sleep', '60'], pathlib.Path(sys.argv[1]), Limits(wall_s=60))")
+    child = subprocess.Popen([sys.executable, "-c", code, str(workdir)], cwd=REPO)
+    try:
+        mine = {"label": f"kernopt.pid={child.pid}"}
+        deadline = time.monotonic() + 20
+        while not [c for c in CLIENT.containers.list(filters=mine) if c.status == "running"] and time.monotonic() < deadline:
+            time.sleep(0.1)
+        time.sleep(0.5)  # past put_archive: the command is running
+    finally:
+        child.send_signal(signal.SIGKILL)
+        child.wait()
+    assert len(CLIENT.containers.list(all=True, filters=mine)) == 1 and len(CLIENT.volumes.list(filters=mine)) == 1
+    assert reap(CLIENT) == 2  # the next start-up's reaper: container and volume, because their pid is dead
+
+
+def test_check_measures_limits() -> None:
+    p = subprocess.run([sys.executable, "-m", "kernopt", "sandbox", "check", "--json"], capture_output=True, text=True, cwd=REPO, timeout=120)
+    assert p.returncode == 0, p.stderr
+    report = json.loads(p.stdout)
+    m = report["measured"]
+    assert report["problems"] == [] and m["uid"] == SANDBOX_UID and m["root_fs"] == "read-only" and m["interfaces"] == ["lo"]
+    assert m["pids_max"] == str(Limits().max_procs + 4) and int(m["memory_max"]) == Limits().memory_mb << 20  # type: ignore[operator]
+    assert m["nofile"] == Limits().max_open_files and m["workdir_bytes"] == 1024 << 20
+
+
+@pytest.mark.slow
+def test_evaluation_end_to_end(sandbox: DockerSandbox) -> None:
+    from kernopt.candidate import Candidate
+    from kernopt.config import EvalConfig
+    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.result import EvalResult
+    from kernopt.optimize import baseline_candidate
+    from kernopt.task import load_task
+
+    task = load_task(SMALL_GEMM)
+    root = Path(tempfile.mkdtemp(prefix="kernopt-dsbx-eval-"))
+    ev = CFamilyEvaluator(task, sandbox, EvalConfig(rounds=2), root)
+    try:
+        r = ev.evaluate(baseline_candidate(task))
+        assert r.status == "ok", f"{r.status}: {r.reason}\n{r.log[-1500:]}"
+
+        def hack(name: str) -> EvalResult:
+            return ev.evaluate(Candidate(files={task.kernel: (REPO / "tests" / "hacks" / name).read_text()}))
+
+        parallel = hack("control_parallel_gemm.c")  # OpenMP: ThreadSanitizer runs in the container too
+        assert parallel.status == "ok" and parallel.verification.race_check == "clean", f"{parallel.status}: {parallel.reason}"
+        racy = hack("h17b_gemm_shared_acc.c")
+        assert racy.status == "rejected" and "data race" in racy.reason, f"{racy.status}: {racy.reason}"
+        segv = hack("x_segfault.c")
+        assert segv.status == "runtime_error" and "SIGSEGV" in segv.reason, f"{segv.status}: {segv.reason}"
+    finally:
+        ev.close()
+        shutil.rmtree(root, ignore_errors=True)

@@ -28,6 +28,8 @@ try:
 
     CLIENT = connect(timeout_s=10)
 except UserError as e:
+    if os.environ.get("KERNOPT_REQUIRE_DOCKER") == "1":  # CI (.ci/run): these tests must run, not skip
+        raise
     pytest.skip(f"no Docker engine: {e}", allow_module_level=True)
 
 SANDBOX_UID = 10001

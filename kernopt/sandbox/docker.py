@@ -65,7 +65,7 @@ def connect(timeout_s: float = 60.0) -> Any:
         raise EngineUnavailable("the docker sandbox needs the docker Python package (pip install 'docker>=7'); "
                                 "or choose --sandbox local explicitly") from None
     try:
-        client = docker.from_env(timeout=int(timeout_s), use_ssh_client=host.startswith("ssh://"))
+        client = docker.from_env(timeout=int(timeout_s))
         client.ping()
     except Exception as e:  # DockerException, requests' ConnectionError, ssh failures: all "not reachable"
         text = str(e)

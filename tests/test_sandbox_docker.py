@@ -399,3 +399,14 @@ def test_evaluation_end_to_end(sandbox: DockerSandbox) -> None:
     finally:
         ev.close()
         shutil.rmtree(root, ignore_errors=True)
+
+
+@pytest.mark.parametrize("args", [["optimize", str(SMALL_GEMM)], ["optimize", str(SMALL_GEMM), "--sandbox", "docker"],
+                                  ["eval", str(SMALL_GEMM), "--candidate", str(SMALL_GEMM / "kernel.c")], ["sandbox", "check"]])
+def test_no_engine_is_one_line_error(tmp_path: Path, args: list[str]) -> None:
+    env = {k: v for k, v in os.environ.items() if k != "KERNOPT_SANDBOX"} | {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    extra = ["--runs-dir", str(tmp_path / "runs")] if args[0] == "optimize" else []
+    p = subprocess.run([sys.executable, "-m", "kernopt", *args, *extra], capture_output=True, text=True, cwd=REPO, env=env, timeout=60)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.count("\n") == 1 and "no Docker engine reachable" in p.stderr and "--sandbox local" in p.stderr, p.stderr
+    assert not (tmp_path / "runs").exists()  # nothing started, no run directory, nothing ran unsandboxed

@@ -12,6 +12,7 @@ import sys
 import tempfile
 import threading
 import time
+import tracemalloc
 import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -171,7 +172,13 @@ def test_huge_allocation_fails(sandbox: DockerSandbox, build: Callable[[str], Pa
 
 
 def test_output_flood_truncated(sandbox: DockerSandbox, build: Callable[[str], Path], workdir: Path, overhead: float) -> None:
-    r, took = run(sandbox, [prog(build, "flood", workdir)], workdir, wall_s=20.0, output_bytes=4096)
+    tracemalloc.start()
+    try:
+        r, took = run(sandbox, [prog(build, "flood", workdir)], workdir, wall_s=20.0, output_bytes=4096)
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert peak < 16 << 20  # 200 MiB went through the orchestrator; it held a few frames at a time
     assert r.returncode == 0 and r.truncated and took < 10 + 2 * overhead
     assert len(r.stdout) < 4200 and f"[... {200 * 2**20 - 4096} bytes truncated ...]" in r.stdout
 
@@ -307,6 +314,17 @@ def test_engine_gone_is_infrastructure(workdir: Path) -> None:
     sb.client = docker.DockerClient(base_url="unix:///nonexistent/docker.sock", version="1.41")  # as if the engine died
     r, _ = run(sb, ["true"], workdir, wall_s=5)
     assert r.returncode is None and not r.timed_out and "docker engine" in r.stderr  # the evaluator's InfraError
+
+
+def test_engine_lost_mid_run_is_infrastructure(sandbox: DockerSandbox, workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import requests
+
+    def lost(*args: object, **kwargs: object) -> None:
+        raise requests.exceptions.ConnectionError("Connection aborted: engine gone")
+
+    monkeypatch.setattr(sandbox.client.api, "exec_start", lost)  # after the container started and the files went in
+    r, _ = run(sandbox, ["true"], workdir, wall_s=5)
+    assert r.returncode is None and not r.timed_out and "ConnectionError" in r.stderr  # and nothing_left: cleaned up
 
 
 def test_mpirun_runs(sandbox: DockerSandbox, workdir: Path) -> None:

@@ -125,6 +125,21 @@ def reap(client: Any) -> int:
     return n
 
 
+def _engine_errors() -> tuple[type[BaseException], ...]:
+    """What a failing engine or transport raises (ssh engines add paramiko's errors)."""
+    import docker
+    import requests
+
+    errors: tuple[type[BaseException], ...] = (docker.errors.DockerException, requests.RequestException, OSError)
+    try:
+        import paramiko
+
+        errors += (paramiko.SSHException,)
+    except ImportError:
+        pass
+    return errors
+
+
 def _not_started(why: str) -> ExecResult:
     return ExecResult(returncode=None, stderr=f"cannot start: {why}")
 
@@ -279,9 +294,6 @@ class DockerSandbox:
         return volume, container
 
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
-        import docker
-        import requests
-
         workdir = Path(workdir).resolve()
         if not workdir.is_dir():
             return _not_started(f"no directory {workdir}")
@@ -298,9 +310,9 @@ class DockerSandbox:
                 if note:
                     result.stderr += ("\n" if result.stderr else "") + note
             return result
-        except (docker.errors.DockerException, requests.RequestException, OSError) as e:
+        except _engine_errors() as e:
             # The engine went away or refused: an infrastructure failure, never the candidate's.
-            return _not_started(f"docker engine: {str(e).strip()[:300]}")
+            return _not_started(f"docker engine: {type(e).__name__}: {str(e).strip()[:300]}")
         finally:
             self._remove(container, volume)
 

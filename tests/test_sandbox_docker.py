@@ -372,6 +372,7 @@ def test_sigkilled_orchestrator_leftovers_reaped(workdir: Path) -> None:
         while not [c for c in CLIENT.containers.list(filters=mine) if c.status == "running"] and time.monotonic() < deadline:
             time.sleep(0.1)
         time.sleep(0.5)  # past put_archive: the command is running
+        assert reap(CLIENT) == 0 and len(CLIENT.containers.list(filters=mine)) == 1  # a live orchestrator's are left alone
     finally:
         child.send_signal(signal.SIGKILL)
         child.wait()

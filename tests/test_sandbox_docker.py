@@ -301,10 +301,22 @@ def test_kill_everything_spares_holder_and_other_runs(sandbox: DockerSandbox, bu
 
 
 def test_missing_binary_is_not_started(sandbox: DockerSandbox, workdir: Path) -> None:
-    r, _ = run(sandbox, ["/nonexistent/kernopt-prog"], workdir, wall_s=5)
-    assert r.returncode is None and r.stderr.startswith("cannot start")
+    for cmd in (["/nonexistent/kernopt-prog"], ["kernopt-no-such-tool"], ["./missing"], [str(workdir / "missing")]):
+        r, _ = run(sandbox, cmd, workdir, wall_s=5)
+        assert r.returncode is None and r.stderr.startswith("cannot start"), (cmd, r)
     r, _ = run(sandbox, ["true"], workdir / "nope", wall_s=5)
     assert r.returncode is None and r.stderr.startswith("cannot start")
+
+
+def test_program_cannot_fake_not_started(sandbox: DockerSandbox, workdir: Path) -> None:
+    # "cannot start" is an infrastructure error (the run stops, nothing is scored): a candidate that
+    # says it and exits 127, even after deleting itself, is a failing program, not a missing one
+    (workdir / "fake").write_text("#!/bin/sh\nrm -f \"$0\"\necho 'sh: 1: ./fake: not found' >&2\necho 'kernopt: cannot start: x' >&2\nexit 127\n")
+    (workdir / "fake").chmod(0o755)
+    for cmd in (["./fake"], ["sh", "./fake"]):
+        shutil.copy(workdir / "fake", workdir / "fake.keep") if cmd[0] == "./fake" else shutil.copy(workdir / "fake.keep", workdir / "fake")
+        r, _ = run(sandbox, cmd, workdir, wall_s=5)
+        assert r.returncode == 127 and "cannot start" in r.stderr, (cmd, r)
 
 
 def test_engine_gone_is_infrastructure(workdir: Path) -> None:

@@ -45,10 +45,9 @@ from kernopt.sandbox.local import BASE_PATH, _Capture
 OWNER = "kernopt.owner"
 HOLDER_USER = "65534:65534"  # nobody: the sandbox uid cannot signal it
 DEFAULT_MEMORY_MB = 8192  # cgroup limit when Limits.memory_mb is None (ThreadSanitizer): RSS, not address space
-NOT_FOUND_RC = 127
+NOT_FOUND_RC = 127  # the shell's "command not found"
 # Runs the command, then kills whatever of the sandbox uid is left (kill -1 spares the caller and pid 1).
-WRAPPER = ('command -v "$1" >/dev/null 2>&1 || { echo "kernopt: cannot start: $1: not found" >&2; exit 127; }\n'
-           '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc')
+WRAPPER = '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
 _REAPED: set[str] = set()  # engines already reaped by this process (reaping is idempotent; this only saves time)
 
 
@@ -138,6 +137,14 @@ def _engine_errors() -> tuple[type[BaseException], ...]:
     except ImportError:
         pass
     return errors
+
+
+def _in_workdir(program: str, workdir: Path) -> Path | None:
+    """The host path of a program named inside the work directory (./prog, or absolute under it)."""
+    if "/" not in program:
+        return None  # found on PATH, in the image
+    path = workdir / program
+    return path if not program.startswith("/") or workdir in path.parents else None
 
 
 def _not_started(why: str) -> ExecResult:
@@ -297,6 +304,9 @@ class DockerSandbox:
         workdir = Path(workdir).resolve()
         if not workdir.is_dir():
             return _not_started(f"no directory {workdir}")
+        local = _in_workdir(command[0], workdir)
+        if local is not None and not (local.is_file() and os.access(local, os.X_OK)):  # before the command could remove it
+            return _not_started(f"{command[0]}: no such executable in {workdir}")
         name = f"kernopt-{uuid.uuid4().hex[:16]}"
         volume = container = None
         try:
@@ -360,11 +370,18 @@ class DockerSandbox:
         stderr = err.text()
         if rc is None:
             return _not_started("docker engine: the exec never reported an exit code")
-        if rc == NOT_FOUND_RC and stderr.startswith("kernopt: cannot start:"):
-            return ExecResult(returncode=None, stderr=stderr.removeprefix("kernopt: "))
+        if rc == NOT_FOUND_RC and _in_workdir(command[0], workdir) is None and not self._exists(container, command[0], workdir):
+            return _not_started(f"{command[0]}: not found in the sandbox image")
         if 128 < rc <= 128 + 64:  # the shell's way of saying "killed by signal rc-128"
             rc = -(rc - 128)
         return ExecResult(returncode=rc, stdout=out.text(), stderr=stderr, wall_s=wall, truncated=out.truncated or err.truncated)
+
+    def _exists(self, container: Any, program: str, workdir: Path) -> bool:
+        """Whether the image has `program` (asked after a 127: the image's files are read-only, so the
+        answer cannot have been arranged by the command; a program may exit 127 by itself)."""
+        r = container.exec_run(["sh", "-c", 'command -v "$1"', "exists", program], user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+                               workdir=str(workdir))
+        return bool(r.exit_code == 0)
 
     def _collect(self, container: Any, workdir: Path) -> str:
         """Replace the host workdir's contents with the container's (what the local sandbox leaves)."""

@@ -441,3 +441,49 @@ def test_no_engine_is_one_line_error(tmp_path: Path, args: list[str]) -> None:
     assert p.returncode == 2 and p.stdout == ""
     assert p.stderr.count("\n") == 1 and "no Docker engine reachable" in p.stderr and "--sandbox local" in p.stderr, p.stderr
     assert not (tmp_path / "runs").exists()  # nothing started, no run directory, nothing ran unsandboxed
+
+
+def _tar(*members: tuple[str, str | None, bytes]) -> Iterator[bytes]:
+    """A tar as the engine would stream it: (name, type or link target, data) per member."""
+    import io
+    import tarfile
+
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for name, kind, data in members:
+            info = tarfile.TarInfo(name)
+            if kind == "symlink" or kind == "hardlink":
+                info.type = tarfile.SYMTYPE if kind == "symlink" else tarfile.LNKTYPE
+                info.linkname = data.decode()
+                tar.addfile(info)
+            elif kind == "chr":
+                info.type, info.devmajor, info.devminor = tarfile.CHRTYPE, 1, 3
+                tar.addfile(info)
+            else:
+                info.size, info.mode = len(data), 0o6777
+                tar.addfile(info, io.BytesIO(data))
+    raw = buf.getvalue()
+    return iter([raw[i:i + 1000] for i in range(0, len(raw), 1000)])
+
+
+def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
+    from kernopt.sandbox.docker import _extract
+
+    dest = tmp_path / "dest"
+    dest.mkdir()
+    note = _extract(_tar(("wd/ok.txt", None, b"ok"), ("wd/link", "symlink", b"/etc/passwd"), ("wd/d", "symlink", b"/etc"),
+                         ("wd/d/x", None, b"not in /etc"), ("wd/null", "chr", b""), ("wd/hard", "hardlink", b"wd/ok.txt")), dest, 1 << 20)
+    assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["d", "d/x", "hard", "ok.txt"]
+    assert not any(p.is_symlink() for p in dest.rglob("*")) and not Path("/etc/x").exists()
+    assert (dest / "hard").read_bytes() == b"ok" and (dest / "ok.txt").stat().st_mode & 0o7777 == 0o755
+    assert "3 symlinks/devices/fifos" in note and "null" not in os.listdir(dest)
+    for bad in (("wd/../escape.txt", None, b"x"), ("/abs.txt", None, b"x"), ("wd/h", "hardlink", b"wd/../../etc/passwd")):
+        fresh = tmp_path / uuid.uuid4().hex
+        fresh.mkdir()
+        with pytest.raises(OSError, match="unsafe name"):
+            _extract(_tar(bad), fresh, 1 << 20)
+        assert os.listdir(fresh) == [] and not (tmp_path / "escape.txt").exists()
+    capped = tmp_path / "capped"
+    capped.mkdir()
+    note = _extract(_tar(("wd/a", None, b"a" * 600_000), ("wd/b", None, b"b" * 600_000)), capped, 1 << 20)
+    assert os.listdir(capped) == ["a"] and "exceed 1 MiB" in note  # past the cap nothing more is written

@@ -487,3 +487,8 @@ def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
     capped.mkdir()
     note = _extract(_tar(("wd/a", None, b"a" * 600_000), ("wd/b", None, b"b" * 600_000)), capped, 1 << 20)
     assert os.listdir(capped) == ["a"] and "exceed 1 MiB" in note  # past the cap nothing more is written
+
+
+def test_missing_image_is_one_line_error() -> None:
+    with pytest.raises(UserError, match="kernopt-cpu:no-such-tag is not on the Docker engine: build it with `kernopt sandbox build`"):
+        DockerSandbox(client=CLIENT, image="kernopt-cpu:no-such-tag")

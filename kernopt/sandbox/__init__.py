@@ -15,9 +15,9 @@ def resolve_name(name: str) -> str:
     if name not in NAMES:
         raise UserError(f"unknown sandbox {name!r}; choose one of: {', '.join(NAMES)}")
     if name in ("auto", "docker"):
-        from kernopt.sandbox.docker import connect
+        from kernopt.sandbox.docker import DockerSandbox
 
-        connect().close()  # fails with what to do before anything (a run directory) is created
+        DockerSandbox()  # no engine or no image: says what to do before anything (a run directory) is created
         return "docker"
     return name
 

@@ -492,3 +492,11 @@ def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
 def test_missing_image_is_one_line_error() -> None:
     with pytest.raises(UserError, match="kernopt-cpu:no-such-tag is not on the Docker engine: build it with `kernopt sandbox build`"):
         DockerSandbox(client=CLIENT, image="kernopt-cpu:no-such-tag")
+
+
+def test_local_sandbox_needs_no_engine(tmp_path: Path) -> None:
+    # what scripts/demo.sh does on a machine without Docker: --sandbox local, chosen explicitly
+    env = {k: v for k, v in os.environ.items() if k != "KERNOPT_SANDBOX"} | {"DOCKER_HOST": f"unix://{tmp_path}/no-engine.sock"}
+    p = subprocess.run([sys.executable, "-m", "kernopt", "eval", str(SMALL_GEMM), "--candidate", str(SMALL_GEMM / "kernel.c"),
+                        "--sandbox", "local", "--json"], capture_output=True, text=True, cwd=REPO, env=env, timeout=300)
+    assert p.returncode == 0 and json.loads(p.stdout)["status"] == "ok", p.stderr

@@ -467,7 +467,7 @@ def _tar(*members: tuple[str, str | None, bytes]) -> Iterator[bytes]:
 
 
 def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
-    from kernopt.sandbox.docker import _extract
+    from kernopt.sandbox.archive import extract as _extract
 
     dest = tmp_path / "dest"
     dest.mkdir()

@@ -20,24 +20,21 @@ How one run goes, and why:
 
 from __future__ import annotations
 
-import io
 import math
 import os
 import re
 import shutil
 import signal
 import socket
-import stat
-import tarfile
 import tempfile
 import threading
 import time
 import uuid
-from collections.abc import Iterator
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Any
 
 from kernopt.errors import UserError
+from kernopt.sandbox.archive import extract, pack
 from kernopt.sandbox.base import ExecResult, Limits
 from kernopt.sandbox.image import SANDBOX_UID, has_image, image_tag
 from kernopt.sandbox.local import BASE_PATH, _Capture
@@ -151,109 +148,6 @@ def _not_started(why: str) -> ExecResult:
     return ExecResult(returncode=None, stderr=f"cannot start: {why}")
 
 
-def _pack(workdir: Path) -> bytes:
-    """The workdir's directories and regular files as a tar owned by the sandbox uid (links are skipped)."""
-    buf = io.BytesIO()
-    with tarfile.open(fileobj=buf, mode="w") as tar:
-        for dirpath, dirnames, filenames in os.walk(workdir):
-            for name in sorted(dirnames) + sorted(filenames):
-                path = Path(dirpath) / name
-                st = os.lstat(path)
-                if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
-                    continue
-                info = tarfile.TarInfo(str(path.relative_to(workdir)))
-                info.uid = info.gid = SANDBOX_UID
-                info.mode, info.mtime = stat.S_IMODE(st.st_mode) | 0o600, int(st.st_mtime)
-                if stat.S_ISDIR(st.st_mode):
-                    info.type = tarfile.DIRTYPE
-                    tar.addfile(info)
-                else:
-                    info.size = st.st_size
-                    with open(path, "rb") as f:
-                        tar.addfile(info, f)
-    return buf.getvalue()
-
-
-class _Chunks(io.RawIOBase):
-    """A file over the engine's archive stream that refuses to read past `limit` bytes."""
-
-    def __init__(self, chunks: Iterator[bytes], limit: int) -> None:
-        self.chunks, self.limit, self.total, self.pending = chunks, limit, 0, b""
-
-    def readable(self) -> bool:
-        return True
-
-    def readinto(self, b: Any) -> int:
-        while not self.pending:
-            nxt = next(self.chunks, None)
-            if nxt is None:
-                return 0
-            self.pending = nxt
-        n = min(len(b), len(self.pending))
-        b[:n], self.pending = self.pending[:n], self.pending[n:]
-        self.total += n
-        if self.total > self.limit:
-            raise _TooLarge
-        return n
-
-
-class _TooLarge(Exception):
-    pass
-
-
-def _safe_rel(name: str) -> list[str]:
-    """A member name as parts below the work directory (the archive's first component is the directory itself)."""
-    parts = PurePosixPath(name).parts
-    if name.startswith("/") or ".." in parts:
-        raise OSError(f"unsafe name in the engine's archive: {name!r}")
-    return [p for p in parts[1:] if p != "."]
-
-
-def _extract(chunks: Iterator[bytes], dest: Path, limit: int) -> str:
-    """Extract the engine's tar of the work directory into the empty directory `dest`.
-
-    Only directories and regular files are created, never links, devices or fifos (a hard link
-    becomes a copy: many links to one big file cost no space in the container but would here, so
-    copies count against `limit` like everything else). Names must be relative, without `..`.
-    Returns a note for stderr when something was left out."""
-    skipped, written, note = 0, 0, ""
-
-    def create(target: Path, mode: int, src: Any) -> None:
-        target.parent.mkdir(mode=0o755, parents=True, exist_ok=True)
-        # O_EXCL|O_NOFOLLOW: a fresh file in a directory only we created; never through a link
-        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode & 0o755 | 0o600)
-        with os.fdopen(fd, "wb") as f:
-            shutil.copyfileobj(src, f, 1 << 20)
-
-    try:
-        with tarfile.open(fileobj=io.BufferedReader(_Chunks(chunks, limit), 1 << 20), mode="r|") as tar:
-            for m in tar:
-                rel = _safe_rel(m.name)
-                if not rel:
-                    continue
-                target = dest.joinpath(*rel)
-                if m.isdir():
-                    target.mkdir(mode=0o755, parents=True, exist_ok=True)
-                    continue
-                source = dest.joinpath(*_safe_rel(m.linkname)) if m.islnk() else None
-                if not (m.isreg() or (source is not None and stat.S_ISREG(os.lstat(source).st_mode))):
-                    skipped += 1
-                    continue
-                written += m.size if source is None else os.lstat(source).st_size
-                if written > limit:
-                    raise _TooLarge
-                if source is None:
-                    create(target, m.mode, tar.extractfile(m))
-                else:
-                    with open(source, "rb") as src:
-                        create(target, m.mode, src)
-    except _TooLarge:
-        note = f"kernopt: the work directory's files exceed {limit >> 20} MiB; the rest was not copied back"
-    if skipped:
-        note += f"\nkernopt: {skipped} symlinks/devices/fifos in the work directory were not copied back"
-    return note.strip()
-
-
 class DockerSandbox:
     """Runs each command in a fresh container of the kernopt-cpu image. See the module docstring."""
 
@@ -312,7 +206,7 @@ class DockerSandbox:
         try:
             volume, container = self._create(name, workdir, limits)
             container.start()
-            container.put_archive(str(workdir), _pack(workdir))
+            container.put_archive(str(workdir), pack(workdir, SANDBOX_UID))
             child_env = {"PATH": BASE_PATH, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8", **(env or {})}
             result = self._exec(container, command, workdir, limits, child_env)
             if not result.timed_out and result.returncode is not None:
@@ -388,7 +282,7 @@ class DockerSandbox:
         chunks, _ = container.get_archive(str(workdir))
         incoming = Path(tempfile.mkdtemp(prefix=".kernopt-incoming-", dir=workdir))
         try:
-            note = _extract(iter(chunks), incoming, (self.work_mb + 64) << 20)
+            note = extract(iter(chunks), incoming, (self.work_mb + 64) << 20)
             for entry in os.scandir(workdir):
                 if entry.path == str(incoming):
                     continue

@@ -83,14 +83,22 @@ def _start_time(pid: int) -> str:
         return ""
 
 
+def host_id() -> str:
+    """This machine, for the reaper: hostnames repeat across machines sharing a remote engine; machine ids do not."""
+    try:
+        return f"{socket.gethostname()}/{Path('/etc/machine-id').read_text().strip()}"
+    except OSError:
+        return socket.gethostname()
+
+
 def owner_labels() -> dict[str, str]:
     pid = os.getpid()
-    return {OWNER: "kernopt", "kernopt.host": socket.gethostname(), "kernopt.pid": str(pid),
+    return {OWNER: "kernopt", "kernopt.host": host_id(), "kernopt.pid": str(pid),
             "kernopt.pidstart": _start_time(pid), "kernopt.started": str(int(time.time()))}
 
 
 def _owner_alive(labels: dict[str, str]) -> bool:
-    if labels.get("kernopt.host") != socket.gethostname():
+    if labels.get("kernopt.host") != host_id():
         return True  # another machine's orchestrator: we cannot tell, so we leave it
     try:
         pid = int(labels.get("kernopt.pid", ""))

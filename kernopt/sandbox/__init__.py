@@ -8,27 +8,22 @@ __all__ = ["ExecResult", "Limits", "Sandbox", "get_sandbox", "resolve_name"]
 NAMES = ("auto", "docker", "local")
 
 
-def resolve_name(name: str) -> str:
-    """`auto` -> `docker` when an engine answers; `auto` and `docker` without one: the engine error (never a silent fallback)."""
+def get_sandbox(name: str) -> Sandbox:
+    """Build a sandbox by short name. `auto` is docker when an engine answers, else the engine's error:
+    never a silent fallback to local. Heavy dependencies (the docker SDK) are imported only for docker."""
     from kernopt.errors import UserError
 
     if name not in NAMES:
         raise UserError(f"unknown sandbox {name!r}; choose one of: {', '.join(NAMES)}")
-    if name in ("auto", "docker"):
-        from kernopt.sandbox.docker import DockerSandbox
-
-        DockerSandbox()  # no engine or no image: says what to do before anything (a run directory) is created
-        return "docker"
-    return name
-
-
-def get_sandbox(name: str) -> Sandbox:
-    """Build a sandbox by short name. Heavy dependencies (the docker SDK) are imported only for the chosen one."""
-    name = resolve_name(name)
     if name == "local":
         from kernopt.sandbox.local import LocalSandbox
 
         return LocalSandbox()
     from kernopt.sandbox.docker import DockerSandbox
 
-    return DockerSandbox()
+    return DockerSandbox()  # no engine or no image: one line saying what to do
+
+
+def resolve_name(name: str) -> str:
+    """The sandbox `name` stands for (`auto` -> `docker`), checked usable before anything (a run directory) is created."""
+    return get_sandbox(name).name

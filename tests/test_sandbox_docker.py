@@ -25,7 +25,7 @@ from tests.conftest import REPO, SMALL_GEMM
 from tests.test_sandbox_local import PROGRAMS
 
 try:
-    from kernopt.sandbox.docker import OWNER, DockerSandbox, connect, reap
+    from kernopt.sandbox.docker import OWNER, DockerSandbox, connect, host_id, reap
 
     CLIENT = connect(timeout_s=10)
 except UserError as e:
@@ -396,6 +396,19 @@ def test_sigkilled_orchestrator_leftovers_reaped(workdir: Path) -> None:
         child.wait()
     assert len(CLIENT.containers.list(all=True, filters=mine)) == 1 and len(CLIENT.volumes.list(filters=mine)) == 1
     assert reap(CLIENT) == 2  # the next start-up's reaper: container and volume, because their pid is dead
+
+
+def test_reaper_leaves_other_hosts_alone(sandbox: DockerSandbox) -> None:
+    labels = {OWNER: "kernopt", "kernopt.host": "elsewhere/0123", "kernopt.pid": "999999999", "kernopt.pidstart": "1"}
+    c = CLIENT.containers.create(sandbox.image, ["true"], labels=labels, network_mode="none")
+    try:
+        assert reap(CLIENT) == 0 and CLIENT.containers.get(c.id)  # its owner may be alive on its own machine
+        c.reload()
+        labels["kernopt.host"] = host_id()  # the same dead pid, on this machine: a leftover
+        d = CLIENT.containers.create(sandbox.image, ["true"], labels=labels, network_mode="none")
+        assert reap(CLIENT) == 1 and d.id not in [x.id for x in CLIENT.containers.list(all=True)]
+    finally:
+        c.remove(force=True)
 
 
 def test_check_measures_limits() -> None:

@@ -9,7 +9,7 @@ How one run goes, and why:
   created, not yet started, container are gone when it starts). So the container's main process
   is a holder (`sleep`, as `nobody`, under the engine's init), the files go in, the command runs as
   an exec under the sandbox uid, and the files come back out before the container is removed.
-- The command runs under a two-line shell wrapper that SIGKILLs every process of the sandbox uid
+- The command runs under a one-line shell wrapper that SIGKILLs every process of the sandbox uid
   when it exits: a double-forked daemon dies with the command (and cannot hold the output stream
   open). The holder runs under another uid, out of the candidate's reach.
 - The wall clock is the host's: past it the container is killed (the whole pid namespace) and the

@@ -25,6 +25,7 @@ def main() -> int:
     ap.add_argument("--budget", type=int, default=20)
     ap.add_argument("--tasks", nargs="*", default=sorted(str(p.parent.relative_to(REPO)) for p in (REPO / "tasks").glob("*/*/task.toml")))
     ap.add_argument("--runs-dir", default=tempfile.mkdtemp(prefix="kernopt-suite-"))
+    ap.add_argument("--sandbox", default="local", help="local (the figures in docs/results.md), docker or auto")
     args = ap.parse_args()
     print(f"tuner, greedy search, budget {args.budget} candidates per task; runs in {args.runs_dir}", flush=True)
     print("| task | best speedup | 95% CI | significant | candidates (statuses) | search time | best candidate's changes |")
@@ -32,7 +33,7 @@ def main() -> int:
     logs = []
     for task in args.tasks:
         p = subprocess.run([sys.executable, "-m", "kernopt", "optimize", task, "--budget", str(args.budget),
-                            "--runs-dir", args.runs_dir, "--json"], capture_output=True, text=True, cwd=REPO)
+                            "--sandbox", args.sandbox, "--runs-dir", args.runs_dir, "--json"], capture_output=True, text=True, cwd=REPO)
         if p.returncode != 0:
             print(f"| {task} | failed: {p.stderr.strip().splitlines()[-1:]} | | | | | |", flush=True)
             continue

@@ -26,6 +26,11 @@ def _groups(xs: Samples) -> list[np.ndarray]:
     return [np.asarray([x], dtype=float) for x in xs]  # type: ignore[arg-type]
 
 
+def _process_medians(xs: Samples) -> list[float]:
+    """One median per process (per sample, for flat lists)."""
+    return [float(np.median(g)) for g in _groups(xs)]
+
+
 def median(xs: Samples) -> float:
     return float(np.median(np.concatenate(_groups(xs))))
 
@@ -62,8 +67,9 @@ def paired_lower_bound(baseline: Samples, candidate: Samples, confidence: float 
     """
     from scipy.stats import t as student_t
 
-    bg, cg = _groups(baseline), _groups(candidate)
-    d = np.log([float(np.median(b)) for b in bg][: len(cg)]) - np.log([float(np.median(c)) for c in cg][: len(bg)])
+    b, c = _process_medians(baseline), _process_medians(candidate)
+    rounds = min(len(b), len(c))
+    d = np.log(b[:rounds]) - np.log(c[:rounds])
     if d.size < 2:
         return 0.0
     spread = float(d.std(ddof=1)) / np.sqrt(d.size)
@@ -75,8 +81,7 @@ def faster_p_value(baseline: Samples, candidate: Samples) -> float:
     on per-process medians when samples are grouped by process."""
     from scipy.stats import mannwhitneyu
 
-    b = [float(np.median(g)) for g in _groups(baseline)]
-    c = [float(np.median(g)) for g in _groups(candidate)]
+    b, c = _process_medians(baseline), _process_medians(candidate)
     if len(set(b) | set(c)) == 1:
         return 1.0
     return float(mannwhitneyu(b, c, alternative="greater").pvalue)

@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import os
 import shutil
+import subprocess
+import tempfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -51,3 +55,25 @@ def reap_zombie_children() -> None:
             os.waitpid(pid, os.WNOHANG)
         except ChildProcessError:
             pass
+
+
+@contextmanager
+def enterable_tmpdir(prefix: str) -> Iterator[Path]:
+    """A temporary directory that sandboxed programs can enter. Not pytest's tmp_path: that lives
+    under a 0700 directory, and the local sandbox runs programs under a private uid (when root)."""
+    d = Path(tempfile.mkdtemp(prefix=prefix))
+    os.chmod(d, 0o755)
+    try:
+        yield d
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+
+
+def build_c_program(bins: Path, name: str, source: str) -> Path:
+    """Compile `source` once into bins/name (a test program for the sandboxes)."""
+    exe = bins / name
+    if not exe.exists():
+        src = bins / f"{name}.c"
+        src.write_text(source)
+        subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
+    return exe

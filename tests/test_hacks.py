@@ -25,6 +25,7 @@ from kernopt.evaluators.c_family import CFamilyEvaluator
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import Limits, get_sandbox
 from kernopt.task import Task, load_task
+from tests.conftest import enterable_tmpdir
 
 REPO = Path(__file__).resolve().parent.parent
 HACKS = Path(__file__).resolve().parent / "hacks"
@@ -43,12 +44,8 @@ def hack(name: str) -> str:
 
 @pytest.fixture(scope="session")
 def workroot() -> Iterator[Path]:
-    # Not tmp_path: pytest's base directory is 0700, and the local sandbox runs programs under a
-    # private uid (when root) that must be able to enter the work directories.
-    d = Path(tempfile.mkdtemp(prefix="kernopt-hacks-"))
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    with enterable_tmpdir("kernopt-hacks-") as d:
+        yield d
 
 
 EvFactory = Callable[..., CFamilyEvaluator]

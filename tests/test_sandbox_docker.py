@@ -22,7 +22,7 @@ import pytest
 
 from kernopt.errors import UserError
 from kernopt.sandbox import ExecResult, Limits
-from tests.conftest import REPO, SMALL_GEMM
+from tests.conftest import REPO, SMALL_GEMM, build_c_program, enterable_tmpdir
 from tests.test_sandbox_local import PROGRAMS
 
 try:
@@ -89,25 +89,15 @@ def overhead(sandbox: DockerSandbox, base: Path) -> float:
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
-    d = Path(tempfile.mkdtemp(prefix="kernopt-dsbx-test-"))
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    with enterable_tmpdir("kernopt-dsbx-test-") as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
 def build(base: Path) -> Callable[[str], Path]:
     bins = base / "bin"
     bins.mkdir()
-
-    def _build(name: str) -> Path:
-        exe = bins / name
-        if not exe.exists():
-            (bins / f"{name}.c").write_text(PROGRAMS[name])
-            subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(bins / f"{name}.c")], check=True)
-        return exe
-
-    return _build
+    return lambda name: build_c_program(bins, name, PROGRAMS[name])
 
 
 @pytest.fixture

@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import os
 import shutil
-import subprocess
-import tempfile
 import threading
 import time
 import uuid
@@ -17,7 +15,7 @@ import pytest
 
 from kernopt.sandbox import ExecResult, Limits, get_sandbox
 from kernopt.sandbox.local import MARKER, _Capture
-from tests.conftest import zombie_children
+from tests.conftest import build_c_program, enterable_tmpdir, zombie_children
 
 ROOT = os.geteuid() == 0
 needs_root = pytest.mark.skipif(not ROOT, reason="privilege drop needs root")
@@ -80,27 +78,15 @@ int main(void){printf("%d\\n",kill(-1,SIGKILL));return 0;}""",
 
 @pytest.fixture(scope="module")
 def base() -> Iterator[Path]:
-    # Not pytest's tmp_path: that lives under a 0700 directory the sandbox uid could not enter.
-    d = Path(tempfile.mkdtemp(prefix="kernopt-sbx-test-"))
-    os.chmod(d, 0o755)
-    yield d
-    shutil.rmtree(d, ignore_errors=True)
+    with enterable_tmpdir("kernopt-sbx-test-") as d:
+        yield d
 
 
 @pytest.fixture(scope="module")
 def build(base: Path) -> Callable[[str], str]:
     bins = base / "bin"
     bins.mkdir(mode=0o755)
-
-    def _build(name: str) -> str:
-        exe = bins / name
-        if not exe.exists():
-            src = bins / f"{name}.c"
-            src.write_text(PROGRAMS[name])
-            subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
-        return str(exe)
-
-    return _build
+    return lambda name: str(build_c_program(bins, name, PROGRAMS[name]))
 
 
 @pytest.fixture

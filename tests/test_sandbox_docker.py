@@ -26,7 +26,7 @@ from tests.conftest import REPO, SMALL_GEMM, build_c_program, enterable_tmpdir
 from tests.test_sandbox_local import PROGRAMS
 
 try:
-    from kernopt.sandbox.docker import OWNER, DockerSandbox, connect, host_id, reap
+    from kernopt.sandbox.docker import OWNER, UIDS_PER_CONTAINER, DockerSandbox, connect, host_id, reap
 
     CLIENT = connect(timeout_s=10)
 except UserError as e:
@@ -108,7 +108,8 @@ def workdir(base: Path) -> Path:
 
 
 def sandbox_uid_procs() -> list[int]:
-    """Live host processes running as the sandbox uid (no user namespace: the same uid outside)."""
+    """Live host processes running as a sandbox uid (no user namespace: the same uids outside; a
+    session's steps run as SANDBOX_UID, SANDBOX_UID + 1, ...)."""
     found = []
     for name in filter(str.isdigit, os.listdir("/proc")):
         try:
@@ -117,7 +118,7 @@ def sandbox_uid_procs() -> list[int]:
             continue
         uids = status.split("Uid:")[1].split("\n")[0].split()
         state = status.split("State:")[1].split()[0]
-        if str(SANDBOX_UID) in uids and state != "Z":
+        if any(SANDBOX_UID <= int(u) < SANDBOX_UID + UIDS_PER_CONTAINER for u in uids) and state != "Z":
             found.append(int(name))
     return found
 
@@ -190,12 +191,14 @@ def test_fd_exhaustion_contained(sandbox: DockerSandbox, build: Callable[[str], 
 
 
 def test_disk_fill_capped(build: Callable[[str], Path], workdir: Path) -> None:
-    small = DockerSandbox(client=CLIENT, work_mb=64, tmp_mb=32)
+    small = DockerSandbox(client=CLIENT, work_mb=64)
     free = shutil.disk_usage("/var/lib/docker" if os.path.isdir("/var/lib/docker") else "/").free
     exe = prog(build, "filler", workdir)
     r, _ = run(small, [exe, "/tmp/big"], workdir, wall_s=20.0, max_file_mb=4096)
+    assert r.returncode == 1 and "Read-only file system" in r.stderr  # no /tmp: TMPDIR is the work directory
+    r, _ = run(small, [exe, "/dev/shm/big"], workdir, wall_s=20.0, max_file_mb=4096)
     mib, why = r.stdout.split(" ", 1)
-    assert r.returncode == 0 and int(mib) <= 32 and "No space left" in why
+    assert r.returncode == 0 and int(mib) <= 64 and "No space left" in why  # shm_size
     r, _ = run(small, [exe, "big"], workdir, wall_s=20.0, max_file_mb=4096)
     mib, why = r.stdout.split(" ", 1)
     assert r.returncode == 0 and 50 <= int(mib) <= 64 and "No space left" in why
@@ -299,6 +302,42 @@ def test_kill_everything_spares_holder_and_other_runs(sandbox: DockerSandbox, bu
     assert results["killer"].stdout.strip() == "0" and results["killer"].returncode == -9 and not results["killer"].timed_out
     assert (killer / "note").read_text() == "kept"
     assert results["other"].timed_out
+
+
+# One container per evaluation (a session): each step must see what it would in a container of its own.
+LEAVE = ("echo kept > secret.txt; chmod 644 secret.txt; echo x > /dev/shm/leak; chmod 666 /dev/shm/leak; "
+         "python3 -c 'import ctypes; ctypes.CDLL(None).shmget(4242, 4096, 0o1666)'; id -u")
+LOOK = ('id -u; ls /dev/shm /dev/mqueue; ipcs | grep "^0x"; cat ../{prev}/secret.txt; ls ..; '
+        'for p in /proc/[0-9]*; do [ -r $p/cmdline ] && tr "\\0" " " < $p/cmdline && echo; done | grep -v "^$" | '
+        'grep -vc "^\\(sh\\|tr\\|grep\\|sleep infinity\\|/sbin/docker-init\\)"; true')  # the count of other processes
+
+
+@pytest.mark.parametrize("escape", ["none", "daemon", "kill-wrapper", "kill-wrapper+daemon"])
+def test_session_steps_isolated(sandbox: DockerSandbox, base: Path, escape: str) -> None:
+    root = base / f"session-{uuid.uuid4().hex[:8]}"
+    root.mkdir(mode=0o755)
+    first, second = root / "a", root / "b"
+    first.mkdir(mode=0o755)
+    second.mkdir(mode=0o755)
+    leave = LEAVE + {"none": "", "daemon": "; setsid sh -c 'sleep 300 &' </dev/null >/dev/null 2>&1",
+                     "kill-wrapper": "; kill -9 $PPID",  # the clean-up never runs: the next step's check must notice
+                     "kill-wrapper+daemon": "; (setsid sleep 300 </dev/null >/dev/null 2>&1 &); kill -9 $PPID"}[escape]
+    with sandbox.session(root) as session:
+        r1 = session.run(["sh", "-c", leave], first, Limits(wall_s=20))
+        container = session.container
+        r2 = session.run(["sh", "-c", LOOK.format(prev="a")], second, Limits(wall_s=20))
+        fresh = session.container is not container
+    assert (first / "secret.txt").read_text() == "kept\n"  # the first step's files came back
+    lines = r2.stdout.splitlines()
+    assert r2.returncode == 0, r2.stderr
+    assert fresh or lines[0] != r1.stdout.split()[-1]  # another uid where the container is shared
+    assert lines[1:] == ["/dev/mqueue:", "", "/dev/shm:", "0"], r2.stdout  # nothing shared left, no process but ours
+    unreadable = "No such file or directory" if fresh else "Permission denied"  # the first step's directory
+    assert f"secret.txt: {unreadable}" in r2.stderr and "ls: cannot open directory '..': Permission denied" in r2.stderr
+    # a clean step keeps the container; one that got past its wrapper costs a fresh one
+    assert fresh == (escape != "none" and escape != "daemon"), (escape, r1.stderr)
+    if escape.startswith("kill-wrapper+"):
+        assert "killed with its container" in r1.stderr
 
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL])

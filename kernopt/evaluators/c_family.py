@@ -7,12 +7,14 @@ the task's flags; the baseline runs out of a directory the sandbox cannot write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import secrets
 import shutil
 import signal
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -76,12 +78,23 @@ class CFamilyEvaluator:
         os.chmod(self.workroot, 0o755)
         self._trusted: Path | None = None
         self._baseline: Path | None = None
+        self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
+
+    @contextlib.contextmanager
+    def _session(self) -> Iterator[None]:
+        """One sandbox session (docker: one container) for everything one evaluation runs."""
+        with self.sandbox.session(self.workroot) as sb:
+            self._sb = sb
+            try:
+                yield
+            finally:
+                self._sb = self.sandbox
 
     # ---------------------------------------------------------------- building
     def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
              memory_mb: int | None = -1) -> ExecResult:
         limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
-        r = self.sandbox.run(cmd, cwd, limits, env or {})
+        r = self._sb.run(cmd, cwd, limits, env or {})
         if r.returncode is None and not r.timed_out:
             raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}")
         return r
@@ -242,6 +255,10 @@ class CFamilyEvaluator:
     # ---------------------------------------------------------------- evaluate
     def evaluate(self, candidate: Candidate) -> EvalResult:
         """Static gate, build, correctness sweep, race check, interleaved timing. Never raises for candidate faults."""
+        with self._session():
+            return self._evaluate(candidate)
+
+    def _evaluate(self, candidate: Candidate) -> EvalResult:
         phases: dict[str, float] = {}
         ver = Verification()
         t = time.monotonic()
@@ -365,6 +382,10 @@ class CFamilyEvaluator:
 
     def remeasure(self, candidate: Candidate) -> EvalResult:
         """Re-time a verified candidate in fresh builds and fresh directories, with more rounds."""
+        with self._session():
+            return self._remeasure(candidate)
+
+    def _remeasure(self, candidate: Candidate) -> EvalResult:
         self._baseline = None
         self._trusted = None
         t = time.monotonic()

@@ -17,17 +17,23 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 
-def pack(workdir: Path, uid: int) -> bytes:
-    """The workdir's directories and regular files as a tar owned by `uid` (links and devices are skipped)."""
+def pack(workdir: Path, uid: int, prefix: str = "") -> bytes:
+    """The workdir's directories and regular files as a tar owned by `uid` (links and devices are skipped).
+
+    With a `prefix`, members are named `prefix/...` and the tar starts with that directory, mode 0700."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
+        if prefix:
+            top = tarfile.TarInfo(prefix)
+            top.type, top.mode, top.uid, top.gid, top.mtime = tarfile.DIRTYPE, 0o700, uid, uid, int(os.stat(workdir).st_mtime)
+            tar.addfile(top)
         for dirpath, dirnames, filenames in os.walk(workdir):
             for name in sorted(dirnames) + sorted(filenames):
                 path = Path(dirpath) / name
                 st = os.lstat(path)
                 if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
                     continue
-                info = tarfile.TarInfo(str(path.relative_to(workdir)))
+                info = tarfile.TarInfo(str(PurePosixPath(prefix, path.relative_to(workdir))))
                 info.uid = info.gid = uid
                 info.mode, info.mtime = stat.S_IMODE(st.st_mode) | 0o600, int(st.st_mtime)
                 if stat.S_ISDIR(st.st_mode):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
 from pathlib import Path
 from typing import Protocol
 
@@ -50,4 +51,10 @@ class Sandbox(Protocol):
     name: str
 
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
+        ...
+
+    def session(self, root: Path) -> AbstractContextManager[Sandbox]:
+        """A sandbox for the steps of one evaluation, whose work directories are `root`'s children.
+        Each step stays as isolated from the others as a `run()` of its own; a sandbox may share set-up
+        cost between them (docker: one container per evaluation)."""
         ...

@@ -1,25 +1,33 @@
-"""The docker sandbox: every `run()` in a fresh container on a Docker engine, local or remote
-(`DOCKER_HOST=ssh://user@host`). Files move through the API (put_archive / get_archive), never
-through host bind mounts, so the engine may sit on other hardware.
+"""The docker sandbox: one fresh container per evaluation (a session), on a Docker engine, local or
+remote (`DOCKER_HOST=ssh://user@host`). Files move through the API (put_archive / get_archive),
+never through host bind mounts, so the engine may sit on other hardware.
 
-How one run goes, and why:
-- A tmpfs-backed volume, capped in bytes and inodes, holds the work directory. It is mounted at the
-  same absolute path as the host's workdir, so the commands and the names they print agree.
-- The engine mounts a tmpfs volume only while a running container uses it (files put into a
-  created, not yet started, container are gone when it starts). So the container's main process
-  is a holder (`sleep`, as `nobody`, under the engine's init), the files go in, the command runs as
-  an exec under the sandbox uid, and the files come back out before the container is removed.
-- The command runs under a one-line shell wrapper that SIGKILLs every process of the sandbox uid
-  when it exits: a double-forked daemon dies with the command (and cannot hold the output stream
-  open). The holder runs under another uid, out of the candidate's reach.
-- The wall clock is the host's: past it the container is killed (the whole pid namespace) and the
-  run reports a timeout; the work directory's files are then not copied back.
-- Container and volume are removed in `finally`; leftovers of orchestrators that died (SIGKILL) are
-  removed by `reap()` the first time a DockerSandbox is created in a process.
+How a session goes, and why:
+- A tmpfs-backed volume, capped in bytes and inodes, is mounted at the evaluator's work root (the
+  same absolute path as on the host), so commands and the names they print agree. The engine mounts
+  a tmpfs volume only while a running container uses it, so the container's main process is a
+  holder (`sleep`, as `nobody`, under the engine's init) and every command runs as an exec.
+- Each command (a step: one compile, one run of the driver) gets its directory put into the
+  container, runs as an exec under a uid of its own (SANDBOX_UID + step number), and its directory
+  comes back out. Its directory is mode 0700 and owned by that uid, so no later step (a later
+  candidate run, or the baseline) can read it, and nothing the step leaves can signal a later one.
+- A shell wrapper sets the step's rlimits, runs the command, then SIGKILLs every process of the
+  step's uid and removes what the uid left in /tmp, /dev/shm, /dev/mqueue and System V IPC. Two
+  checks do not rely on the wrapper (the command shares its uid and could stop it): after the
+  step the engine's own process list (`top`) must show nothing but init and the holder, and before
+  the next step those shared places must be empty. If either fails, the container is thrown away
+  and the next step starts in a fresh one. So a step sees exactly what it would see in a container
+  of its own: its files, the image, nothing left by earlier steps.
+- The wall clock is the host's: past it the container is killed (the whole pid namespace), the step
+  reports a timeout and its files are not copied back; the next step gets a fresh container.
+- Container and volume are removed when the session ends (in `finally`); leftovers of orchestrators
+  that died (SIGKILL) are removed by `reap()` the first time a DockerSandbox is created in a process.
+- `DockerSandbox.run()` outside a session is a session of one step.
 """
 
 from __future__ import annotations
 
+import contextlib
 import math
 import os
 import re
@@ -40,11 +48,20 @@ from kernopt.sandbox.image import SANDBOX_UID, has_image, image_tag
 from kernopt.sandbox.local import BASE_PATH, _Capture
 
 OWNER = "kernopt.owner"
-HOLDER_USER = "65534:65534"  # nobody: the sandbox uid cannot signal it
-DEFAULT_MEMORY_MB = 8192  # cgroup limit when Limits.memory_mb is None (ThreadSanitizer): RSS, not address space
+HOLDER_USER = "65534:65534"  # nobody: no step's uid can signal it
+DEFAULT_MEMORY_MB = 8192  # cgroup limit of a session (per step: an address-space rlimit) or of a run with memory_mb=None
 NOT_FOUND_RC = 127  # the shell's "command not found"
-# Runs the command, then kills whatever of the sandbox uid is left (kill -1 spares the caller and pid 1).
-WRAPPER = '"$@"; rc=$?; kill -9 -1 2>/dev/null; exit $rc'
+NOT_CLEAN_RC, NOT_CLEAN = 199, "kernopt-sandbox: not clean"
+SHARED = "/dev/shm /dev/mqueue"  # the only places outside its directory where a step can write (the root is read-only)
+UIDS_PER_CONTAINER = 5000  # steps get SANDBOX_UID, SANDBOX_UID+1, ...; a session past this starts a fresh container
+# $1-$5: cpu seconds, address space (KiB or "unlimited"), processes of the uid, open files, file size (512-byte
+# blocks); then the command. Before it: the shared places must be empty. After it: kill everything of the
+# step's uid (kill -1 spares the caller, init and the holder) and remove what the uid left.
+WRAPPER = (f'if [ -n "$(find {SHARED} -mindepth 1 -maxdepth 1 2>/dev/null)" ] || ipcs | grep -q "^0x"; then '
+           f'echo "{NOT_CLEAN}" >&2; exit {NOT_CLEAN_RC}; fi; '
+           'ulimit -t "$1"; ulimit -v "$2"; ulimit -p "$3"; ulimit -n "$4"; ulimit -f "$5"; shift 5; '
+           '"$@"; rc=$?; kill -9 -1 2>/dev/null; '
+           f'find {SHARED} -mindepth 1 -maxdepth 1 -user "$(id -u)" -exec rm -rf {{}} + 2>/dev/null; ipcrm --all 2>/dev/null; exit $rc')
 _REAPED: set[str] = set()  # engines already reaped by this process (reaping is idempotent; this only saves time)
 
 
@@ -157,82 +174,167 @@ def _not_started(why: str) -> ExecResult:
 
 
 class DockerSandbox:
-    """Runs each command in a fresh container of the kernopt-cpu image. See the module docstring."""
+    """Runs commands in containers of the kernopt-cpu image: one container per session. See the module docstring."""
 
     name = "docker"
 
-    def __init__(self, image: str | None = None, work_mb: int = 1024, tmp_mb: int = 256, cpus: float | None = None,
+    def __init__(self, image: str | None = None, work_mb: int = 1024, cpus: float | None = None,
                  gpus: bool = False, client: Any = None) -> None:
         self.client = client or connect()
         self.image = image or image_tag()
         if not has_image(self.client, self.image):
             raise UserError(f"sandbox image {self.image} is not on the Docker engine: build it with `kernopt sandbox build` "
                             "(add --offline where no image registry is reachable)")
-        self.work_mb, self.tmp_mb, self.gpus = work_mb, tmp_mb, gpus
+        self.work_mb, self.gpus = work_mb, gpus
         self.cpus = cpus or float(self.client.info().get("NCPU") or os.cpu_count() or 1)
         engine = self.client.api.base_url
         if engine not in _REAPED:
             reap(self.client)
             _REAPED.add(engine)
 
-    def _create(self, name: str, workdir: Path, limits: Limits) -> tuple[Any, Any]:
+    def session(self, root: Path) -> DockerSession:
+        """One container for the steps whose work directories are `root`'s children (an evaluation)."""
+        return DockerSession(self, Path(root).resolve())
+
+    def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
+        """A session of one step, in a container of its own."""
+        with DockerSession(self, Path(workdir).resolve(), memory_mb=limits.memory_mb or DEFAULT_MEMORY_MB, single=True) as s:
+            return s.run(command, workdir, limits, env)
+
+
+class DockerSession:
+    """Steps of one evaluation in one container; each step as isolated as in a container of its own.
+
+    Work directories must be `root` itself (a one-step session) or its children; others run in a
+    container of their own. Not for concurrent use: steps run one after another."""
+
+    name = "docker"
+
+    def __init__(self, sandbox: DockerSandbox, root: Path, memory_mb: int = DEFAULT_MEMORY_MB, single: bool = False) -> None:
+        self.sandbox, self.client, self.root, self.memory_mb, self.single = sandbox, sandbox.client, root, memory_mb, single
+        self.container: Any = None
+        self.volume: Any = None
+        self.steps = 0  # uids handed out in the current container
+        self.bytes = 0  # bytes moved into and out of the current volume: a fresh one before it can fill
+
+    def __enter__(self) -> DockerSession:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def session(self, root: Path) -> contextlib.nullcontext[DockerSession]:
+        return contextlib.nullcontext(self)  # already one
+
+    def close(self) -> None:
+        self._discard()
+
+    # ------------------------------------------------------------ container
+    def _start(self, limits: Limits) -> Any:
         import docker
 
-        labels = owner_labels()
-        inodes = max(4096, self.work_mb * 64)
-        volume = self.client.volumes.create(
+        if self.container is not None and (self.steps >= UIDS_PER_CONTAINER or self.bytes > (self.sandbox.work_mb << 19)):
+            self._discard()
+        if self.container is not None:
+            return self.container
+        sb, name, labels = self.sandbox, f"kernopt-{uuid.uuid4().hex[:16]}", owner_labels()
+        inodes = max(4096, sb.work_mb * 64)
+        # Root-owned 0711: each step's directory (its own uid, 0700) is reachable by that step only.
+        # A one-step session's directory is the volume itself.
+        owner = f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700" if self.single else "uid=0,gid=0,mode=0711"
+        self.volume = self.client.volumes.create(
             name=name, driver="local", labels=labels,
-            driver_opts={"type": "tmpfs", "device": "tmpfs",
-                         "o": f"size={self.work_mb}m,nr_inodes={inodes},uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700"})
-        cpu_s = limits.cpu_s if limits.cpu_s is not None else math.ceil(limits.wall_s * self.cpus) + 1
-        memory = (limits.memory_mb or DEFAULT_MEMORY_MB) << 20
-        U = docker.types.Ulimit
-        container = self.client.containers.create(
-            self.image, ["sleep", str(int(limits.wall_s) + 600)], name=name, labels=labels, user=HOLDER_USER, init=True,
-            working_dir=str(workdir), environment={"PATH": BASE_PATH, "LANG": "C.UTF-8"}, hostname="sandbox",
+            driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={sb.work_mb}m,nr_inodes={inodes},{owner}"})
+        memory = self.memory_mb << 20
+        self.container = self.client.containers.create(
+            sb.image, ["sleep", "infinity"], name=name, labels=labels, user=HOLDER_USER, init=True,
+            working_dir="/", environment={"PATH": BASE_PATH, "LANG": "C.UTF-8"}, hostname="sandbox",
             network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             pids_limit=limits.max_procs + 4,  # + init, holder, wrapper, one spare
-            mem_limit=memory, memswap_limit=memory, nano_cpus=int(self.cpus * 1e9), shm_size="64m",
-            ulimits=[U(name="nofile", soft=limits.max_open_files, hard=limits.max_open_files),
-                     U(name="fsize", soft=limits.max_file_mb << 20, hard=limits.max_file_mb << 20),
-                     U(name="cpu", soft=cpu_s, hard=cpu_s + 1), U(name="core", soft=0, hard=0)],
-            tmpfs={"/tmp": f"size={self.tmp_mb}m,nr_inodes=16384,mode=1777"},
-            mounts=[docker.types.Mount(str(workdir), name, type="volume")],
+            mem_limit=memory, memswap_limit=memory, nano_cpus=int(sb.cpus * 1e9), shm_size="64m",
+            ulimits=[docker.types.Ulimit(name="core", soft=0, hard=0)],  # the others: per step, by the wrapper
+            mounts=[docker.types.Mount(str(self.root), name, type="volume")],
             log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
-            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if self.gpus else None)
-        return volume, container
+            device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if sb.gpus else None)
+        self.steps = self.bytes = 0
+        self.container.start()
+        return self.container
 
+    def _discard(self) -> None:
+        """Remove the container and its volume (the next step starts a fresh pair)."""
+        import docker
+        import requests
+
+        container, volume, self.container, self.volume = self.container, self.volume, None, None
+        for obj in (container, volume):
+            if obj is None:
+                continue
+            for attempt in range(3):
+                try:
+                    obj.remove(force=True)
+                    break
+                except docker.errors.NotFound:
+                    break
+                except (docker.errors.APIError, requests.RequestException):
+                    time.sleep(0.2 * (attempt + 1))  # left for reap() if it keeps failing
+
+    def _only_holder_left(self, container: Any) -> bool:
+        """The engine's own process list (not the step's word): nothing but init and the holder."""
+        for _ in range(50):  # SIGKILLed processes take a moment to be reaped
+            procs = container.top(ps_args="-o pid,uid")["Processes"] or []
+            if all(p[1] in ("0", "65534") for p in procs):
+                return True
+            time.sleep(0.02)
+        return False
+
+    # ------------------------------------------------------------ one step
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
         workdir = Path(workdir).resolve()
         if not workdir.is_dir():
             return _not_started(f"no directory {workdir}")
+        if workdir != self.root if self.single else workdir.parent != self.root:
+            return self.sandbox.run(command, workdir, limits, env)
         local = _in_workdir(command[0], workdir)
         if local is not None and not (local.is_file() and os.access(local, os.X_OK)):  # before the command could remove it
             return _not_started(f"{command[0]}: no such executable in {workdir}")
-        name = f"kernopt-{uuid.uuid4().hex[:16]}"
-        volume = container = None
         try:
-            volume, container = self._create(name, workdir, limits)
-            container.start()
-            container.put_archive(str(workdir), pack(workdir, SANDBOX_UID))
-            child_env = {"PATH": BASE_PATH, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8", **(env or {})}
-            result = self._exec(container, command, workdir, limits, child_env)
-            if not result.timed_out and result.returncode is not None:
-                note = self._collect(container, workdir)
-                if note:
-                    result.stderr += ("\n" if result.stderr else "") + note
+            for attempt in (1, 2):
+                container = self._start(limits)
+                uid = SANDBOX_UID + self.steps
+                self.steps += 1
+                tar = pack(workdir, uid, "" if workdir == self.root else workdir.name)
+                self.bytes += len(tar)
+                container.put_archive(str(self.root if workdir != self.root else workdir), tar)
+                child_env = {"PATH": BASE_PATH, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8", **(env or {})}
+                result = self._exec(container, command, workdir, limits, child_env, uid)
+                if result.timed_out:
+                    self._discard()  # killed: the next step gets a fresh container
+                    return result
+                if attempt == 1 and result.returncode == NOT_CLEAN_RC and result.stderr.startswith(NOT_CLEAN):
+                    self._discard()  # an earlier step got past its wrapper's clean-up: start over in a fresh container
+                    continue
+                break
+            clean = self._only_holder_left(container)
+            note = self._collect(container, workdir) if result.returncode is not None else ""
+            if not clean:
+                self._discard()
+                note += "\nkernopt: processes outlived the command and were killed with its container"
+            if note.strip():
+                result.stderr += ("\n" if result.stderr else "") + note.strip()
             return result
         except _engine_errors() as e:
             # The engine went away or refused: an infrastructure failure, never the candidate's.
+            self._discard()
             return _not_started(f"docker engine: {type(e).__name__}: {str(e).strip()[:300]}")
-        finally:
-            self._remove(container, volume)
 
-    def _exec(self, container: Any, command: list[str], workdir: Path, limits: Limits, env: dict[str, str]) -> ExecResult:
+    def _exec(self, container: Any, command: list[str], workdir: Path, limits: Limits, env: dict[str, str], uid: int) -> ExecResult:
         import docker
 
+        cpu_s = limits.cpu_s if limits.cpu_s is not None else math.ceil(limits.wall_s * self.sandbox.cpus) + 1
+        rlimits = [str(cpu_s), str(limits.memory_mb << 10) if limits.memory_mb else "unlimited", str(limits.max_procs + 1),
+                   str(limits.max_open_files), str(limits.max_file_mb << 11)]
         api = self.client.api
-        exec_id = api.exec_create(container.id, ["sh", "-c", WRAPPER, "kernopt-run", *command], user=f"{SANDBOX_UID}:{SANDBOX_UID}",
+        exec_id = api.exec_create(container.id, ["sh", "-c", WRAPPER, "kernopt-run", *rlimits, *command], user=f"{uid}:{uid}",
                                   workdir=str(workdir), environment=env)["Id"]
         out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
         failed: list[BaseException] = []
@@ -272,17 +374,16 @@ class DockerSandbox:
         stderr = err.text()
         if rc is None:
             return _not_started("docker engine: the exec never reported an exit code")
-        if rc == NOT_FOUND_RC and _in_workdir(command[0], workdir) is None and not self._exists(container, command[0], workdir):
+        if rc == NOT_FOUND_RC and _in_workdir(command[0], workdir) is None and not self._exists(container, command[0], workdir, uid):
             return _not_started(f"{command[0]}: not found in the sandbox image")
         if 128 < rc <= 128 + 64:  # the shell's way of saying "killed by signal rc-128"
             rc = -(rc - 128)
         return ExecResult(returncode=rc, stdout=out.text(), stderr=stderr, wall_s=wall, truncated=out.truncated or err.truncated)
 
-    def _exists(self, container: Any, program: str, workdir: Path) -> bool:
+    def _exists(self, container: Any, program: str, workdir: Path, uid: int) -> bool:
         """Whether the image has `program` (asked after a 127: the image's files are read-only, so the
         answer cannot have been arranged by the command; a program may exit 127 by itself)."""
-        r = container.exec_run(["sh", "-c", 'command -v "$1"', "exists", program], user=f"{SANDBOX_UID}:{SANDBOX_UID}",
-                               workdir=str(workdir))
+        r = container.exec_run(["sh", "-c", 'command -v "$1"', "exists", program], user=f"{uid}:{uid}", workdir=str(workdir))
         return bool(r.exit_code == 0)
 
     def _collect(self, container: Any, workdir: Path) -> str:
@@ -290,7 +391,7 @@ class DockerSandbox:
         chunks, _ = container.get_archive(str(workdir))
         incoming = Path(tempfile.mkdtemp(prefix=".kernopt-incoming-", dir=workdir))
         try:
-            note = extract(iter(chunks), incoming, (self.work_mb + 64) << 20)
+            note = extract(iter(chunks), incoming, (self.sandbox.work_mb + 64) << 20)
             for entry in os.scandir(workdir):
                 if entry.path == str(incoming):
                     continue
@@ -299,23 +400,14 @@ class DockerSandbox:
                 else:
                     os.unlink(entry.path)
             for entry in os.scandir(incoming):
+                self.bytes += _size(Path(entry.path))
                 os.rename(entry.path, workdir / entry.name)
         finally:
             shutil.rmtree(incoming, ignore_errors=True)
         return note
 
-    def _remove(self, container: Any, volume: Any) -> None:
-        import docker
-        import requests
 
-        for obj in (container, volume):
-            if obj is None:
-                continue
-            for attempt in range(3):
-                try:
-                    obj.remove(force=True)
-                    break
-                except docker.errors.NotFound:
-                    break
-                except (docker.errors.APIError, requests.RequestException):
-                    time.sleep(0.2 * (attempt + 1))  # left for reap() if it keeps failing
+def _size(path: Path) -> int:
+    if not path.is_dir():
+        return path.stat().st_size
+    return sum(os.stat(os.path.join(d, f)).st_size for d, _, files in os.walk(path) for f in files)

@@ -8,6 +8,7 @@ marker variable (execve with an empty environment) and escape the process group 
 
 from __future__ import annotations
 
+import contextlib
 import ctypes
 import fcntl
 import grp
@@ -221,6 +222,9 @@ class LocalSandbox:
     workdir lent to that uid; otherwise as the current user. See the module docstring for limits."""
 
     name = "local"
+
+    def session(self, root: Path) -> contextlib.nullcontext[LocalSandbox]:
+        return contextlib.nullcontext(self)  # nothing to share: every run is set up on its own
 
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
         workdir = Path(workdir).resolve()

@@ -2,8 +2,10 @@
 # Sets everything up, then lints, type-checks and runs the test suite. Extra arguments go to pytest.
 # The Docker sandbox tests need an engine and the sandbox image: this script installs docker.io and
 # mmdebstrap, starts dockerd when no engine answers, and builds the image offline when it is missing
-# (root or sudo needed). KERNOPT_DOCKER=0 skips that (tests/test_sandbox_docker.py then skips itself);
-# KERNOPT_REQUIRE_DOCKER=1 (CI) makes a failure there fatal instead.
+# (root or sudo needed). For the remote-engine tests (tests/test_sandbox_remote.py: DOCKER_HOST=ssh://
+# through a private sshd on loopback) it also installs openssh-server and the ssh extra (paramiko).
+# KERNOPT_DOCKER=0 skips all that (those test files then skip themselves); KERNOPT_REQUIRE_DOCKER=1 (CI)
+# makes a failure there fatal instead.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 scripts/setup.sh --dev
@@ -15,6 +17,8 @@ setup_docker() {
   if [ "$(id -u)" -ne 0 ]; then command -v sudo >/dev/null || { echo "test: need root or sudo for Docker" >&2; return 1; }; SUDO="sudo"; fi
   command -v dockerd >/dev/null || missing+=(docker.io)
   command -v mmdebstrap >/dev/null || missing+=(mmdebstrap)
+  { command -v sshd || [ -x /usr/sbin/sshd ]; } >/dev/null || missing+=(openssh-server)
+  command -v ssh-keygen >/dev/null || missing+=(openssh-client)
   if [ ${#missing[@]} -gt 0 ]; then
     echo "test: installing ${missing[*]}"
     $SUDO apt-get update -qq
@@ -26,6 +30,8 @@ setup_docker() {
     for _ in $(seq 60); do engine_answers && break; sleep 1; done
     engine_answers || { echo "test: dockerd did not come up; see /var/log/kernopt-dockerd.log" >&2; return 1; }
   fi
+  .venv/bin/python -c 'import paramiko' 2>/dev/null ||
+    .venv/bin/python -m pip install -q --disable-pip-version-check -e ".[dev,ssh]"  # DOCKER_HOST=ssh:// support
   .venv/bin/kernopt sandbox build --offline  # reuses the image when its tag exists
 }
 

@@ -26,7 +26,7 @@ from tests.conftest import REPO, SMALL_GEMM, build_c_program, enterable_tmpdir
 from tests.test_sandbox_local import PROGRAMS
 
 try:
-    from kernopt.sandbox.docker import OWNER, UIDS_PER_CONTAINER, DockerSandbox, connect, host_id, reap
+    from kernopt.sandbox.docker import OWNER, UIDS_PER_CONTAINER, DockerSandbox, _owner_alive, connect, host_id, reap
 
     CLIENT = connect(timeout_s=10)
 except UserError as e:
@@ -123,11 +123,16 @@ def sandbox_uid_procs() -> list[int]:
     return found
 
 
+def ours(labels: dict[str, str]) -> bool:
+    """This test process's, or left by one that died: not another live orchestrator's (one may share the engine)."""
+    return labels.get("kernopt.pid") == str(os.getpid()) or not _owner_alive(labels)
+
+
 @pytest.fixture(autouse=True)
 def nothing_left() -> Iterator[None]:
     yield
-    assert CLIENT.containers.list(all=True, filters=LABEL) == []
-    assert CLIENT.volumes.list(filters=LABEL) == []
+    assert [c for c in CLIENT.containers.list(all=True, filters=LABEL) if ours(c.labels)] == []
+    assert [v for v in CLIENT.volumes.list(filters=LABEL) if ours(v.attrs.get("Labels") or {})] == []
     assert sandbox_uid_procs() == []
 
 
@@ -327,17 +332,17 @@ def test_session_steps_isolated(sandbox: DockerSandbox, base: Path, escape: str)
         container = session.container
         r2 = session.run(["sh", "-c", LOOK.format(prev="a")], second, Limits(wall_s=20))
         fresh = session.container is not container
-    assert (first / "secret.txt").read_text() == "kept\n"  # the first step's files came back
+    wrapper_finished = escape in ("none", "daemon")
+    # the first step's files came back, unless it stopped its wrapper (then, as after a timeout, they are lost)
+    assert (first / "secret.txt").exists() == wrapper_finished
     lines = r2.stdout.splitlines()
     assert r2.returncode == 0, r2.stderr
     assert fresh or lines[0] != r1.stdout.split()[-1]  # another uid where the container is shared
     assert lines[1:] == ["/dev/mqueue:", "", "/dev/shm:", "0"], r2.stdout  # nothing shared left, no process but ours
-    unreadable = "No such file or directory" if fresh else "Permission denied"  # the first step's directory
-    assert f"secret.txt: {unreadable}" in r2.stderr and "ls: cannot open directory '..': Permission denied" in r2.stderr
+    # the first step's directory is gone (removed after it, or with its container); the root cannot be listed
+    assert "secret.txt: No such file or directory" in r2.stderr and "ls: cannot open directory '..': Permission denied" in r2.stderr
     # a clean step keeps the container; one that got past its wrapper costs a fresh one
-    assert fresh == (escape != "none" and escape != "daemon"), (escape, r1.stderr)
-    if escape.startswith("kill-wrapper+"):
-        assert "killed with its container" in r1.stderr
+    assert fresh == (not wrapper_finished), (escape, r1.stderr)
 
 
 @pytest.mark.parametrize("sig", [signal.SIGSEGV, signal.SIGABRT, signal.SIGKILL])
@@ -501,7 +506,7 @@ def test_no_engine_is_one_line_error(tmp_path: Path, args: list[str]) -> None:
 
 
 def _tar(*members: tuple[str, str | None, bytes]) -> Iterator[bytes]:
-    """A tar as the engine would stream it: (name, type or link target, data) per member."""
+    """A tar as a step's wrapper would send it (`tar -c .`): (name, type or link target, data) per member."""
     import io
     import tarfile
 
@@ -528,13 +533,13 @@ def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
 
     dest = tmp_path / "dest"
     dest.mkdir()
-    note = _extract(_tar(("wd/ok.txt", None, b"ok"), ("wd/link", "symlink", b"/etc/passwd"), ("wd/d", "symlink", b"/etc"),
-                         ("wd/d/x", None, b"not in /etc"), ("wd/null", "chr", b""), ("wd/hard", "hardlink", b"wd/ok.txt")), dest, 1 << 20)
+    note = _extract(_tar(("./ok.txt", None, b"ok"), ("./link", "symlink", b"/etc/passwd"), ("./d", "symlink", b"/etc"),
+                         ("./d/x", None, b"not in /etc"), ("./null", "chr", b""), ("./hard", "hardlink", b"./ok.txt")), dest, 1 << 20)
     assert sorted(str(p.relative_to(dest)) for p in dest.rglob("*")) == ["d", "d/x", "hard", "ok.txt"]
     assert not any(p.is_symlink() for p in dest.rglob("*")) and not Path("/etc/x").exists()
     assert (dest / "hard").read_bytes() == b"ok" and (dest / "ok.txt").stat().st_mode & 0o7777 == 0o755
     assert "3 symlinks/devices/fifos" in note and "null" not in os.listdir(dest)
-    for bad in (("wd/../escape.txt", None, b"x"), ("/abs.txt", None, b"x"), ("wd/h", "hardlink", b"wd/../../etc/passwd")):
+    for bad in (("../escape.txt", None, b"x"), ("/abs.txt", None, b"x"), ("./h", "hardlink", b"../etc/passwd")):
         fresh = tmp_path / uuid.uuid4().hex
         fresh.mkdir()
         with pytest.raises(OSError, match="unsafe name"):
@@ -542,7 +547,7 @@ def test_extract_refuses_what_a_bad_archive_holds(tmp_path: Path) -> None:
         assert os.listdir(fresh) == [] and not (tmp_path / "escape.txt").exists()
     capped = tmp_path / "capped"
     capped.mkdir()
-    note = _extract(_tar(("wd/a", None, b"a" * 600_000), ("wd/b", None, b"b" * 600_000)), capped, 1 << 20)
+    note = _extract(_tar(("./a", None, b"a" * 600_000), ("./b", None, b"b" * 600_000)), capped, 1 << 20)
     assert os.listdir(capped) == ["a"] and "exceed 1 MiB" in note  # past the cap nothing more is written
 
 

@@ -9,6 +9,7 @@ thread counts with a longer access history.
 from __future__ import annotations
 
 import secrets
+import shlex
 import shutil
 from pathlib import Path
 from typing import TYPE_CHECKING, Literal
@@ -53,11 +54,10 @@ def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
                 continue
             flags = ["clang", "-fopenmp", "-fsanitize=thread", "-g", opt, *candidate.define_flags]
             exe = f"race{opt}"
-            for cmd in ([*flags, "-c", "kernel.c", "-o", "kernel.o"],
-                        [*flags, "-I.", "driver.c", harness, "kernel.o", "-lm", "-o", exe]):
-                r = ev._run(cmd, d, ev.config.build_timeout_s)
-                if not r.ok:
-                    return "unavailable", f"ThreadSanitizer build failed: {r.stderr.strip().splitlines()[-1:] or r.stderr}"
+            compile_, link = [*flags, "-c", "kernel.c", "-o", "kernel.o"], [*flags, "-I.", "driver.c", harness, "kernel.o", "-lm", "-o", exe]
+            r = ev._run(["sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"], d, ev.config.build_timeout_s)
+            if not r.ok:
+                return "unavailable", f"ThreadSanitizer build failed: {r.stderr.strip().splitlines()[-1:] or r.stderr}"
             b_path = ev._new_dir("race-bin") / exe
             shutil.copy(d / exe, b_path)
             try:

@@ -1,7 +1,7 @@
 """Moving a work directory into and out of a container as tar streams, defensively.
 
-In: the directories and regular files of the host's work directory, owned by the sandbox uid.
-Out: the engine's tar of the container's work directory, extracted so that nothing in it can write
+In: the directories and regular files of the host's work directory, owned by the step's uid.
+Out: the tar the step's wrapper makes of its directory, extracted so that nothing in it can write
 outside the destination, create a link or device on the host, or fill the host's disk.
 """
 
@@ -17,23 +17,17 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 
-def pack(workdir: Path, uid: int, prefix: str = "") -> bytes:
-    """The workdir's directories and regular files as a tar owned by `uid` (links and devices are skipped).
-
-    With a `prefix`, members are named `prefix/...` and the tar starts with that directory, mode 0700."""
+def pack(workdir: Path, uid: int) -> bytes:
+    """The workdir's directories and regular files as a tar owned by `uid` (links and devices are skipped)."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
-        if prefix:
-            top = tarfile.TarInfo(prefix)
-            top.type, top.mode, top.uid, top.gid, top.mtime = tarfile.DIRTYPE, 0o700, uid, uid, int(os.stat(workdir).st_mtime)
-            tar.addfile(top)
         for dirpath, dirnames, filenames in os.walk(workdir):
             for name in sorted(dirnames) + sorted(filenames):
                 path = Path(dirpath) / name
                 st = os.lstat(path)
                 if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
                     continue
-                info = tarfile.TarInfo(str(PurePosixPath(prefix, path.relative_to(workdir))))
+                info = tarfile.TarInfo(str(path.relative_to(workdir)))
                 info.uid = info.gid = uid
                 info.mode, info.mtime = stat.S_IMODE(st.st_mode) | 0o600, int(st.st_mtime)
                 if stat.S_ISDIR(st.st_mode):
@@ -74,15 +68,15 @@ class _TooLarge(Exception):
 
 
 def _safe_rel(name: str) -> list[str]:
-    """A member name as parts below the work directory (the archive's first component is the directory itself)."""
+    """A member name as parts below the work directory."""
     parts = PurePosixPath(name).parts
     if name.startswith("/") or ".." in parts:
         raise OSError(f"unsafe name in the engine's archive: {name!r}")
-    return [p for p in parts[1:] if p != "."]
+    return [p for p in parts if p != "."]
 
 
 def extract(chunks: Iterator[bytes], dest: Path, limit: int) -> str:
-    """Extract the engine's tar of the work directory into the empty directory `dest`.
+    """Extract a tar made inside the work directory (`tar -c .`) into the empty directory `dest`.
 
     Only directories and regular files are created, never links, devices or fifos (a hard link
     becomes a copy: many links to one big file cost no space in the container but would here, so

@@ -39,7 +39,7 @@ import threading
 import time
 import uuid
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 from kernopt.errors import UserError
 from kernopt.sandbox.archive import extract, pack
@@ -54,14 +54,22 @@ NOT_FOUND_RC = 127  # the shell's "command not found"
 NOT_CLEAN_RC, NOT_CLEAN = 199, "kernopt-sandbox: not clean"
 SHARED = "/dev/shm /dev/mqueue"  # the only places outside its directory where a step can write (the root is read-only)
 UIDS_PER_CONTAINER = 5000  # steps get SANDBOX_UID, SANDBOX_UID+1, ...; a session past this starts a fresh container
-# $1-$5: cpu seconds, address space (KiB or "unlimited"), processes of the uid, open files, file size (512-byte
-# blocks); then the command. Before it: the shared places must be empty. After it: kill everything of the
-# step's uid (kill -1 spares the caller, init and the holder) and remove what the uid left.
+# One step, run as its own uid with the volume's root as its current directory. $1: the marker that
+# ends the command's stdout; $2: the step's directory ("." in a one-step session); $3-$7: cpu seconds,
+# address space (KiB or "unlimited"), processes of the uid, open files, file size (512-byte blocks);
+# then the command. Before it: the shared places must be empty, and the directory's files arrive as a
+# tar on stdin. After it: kill everything of the uid (kill -1 spares the caller, init and the holder),
+# remove what the uid left in the shared places, then send the directory back as a tar on stdout,
+# after the marker, and remove it. One exec per step: the engine's archive calls cost as much each.
 WRAPPER = (f'if [ -n "$(find {SHARED} -mindepth 1 -maxdepth 1 2>/dev/null)" ] || ipcs | grep -q "^0x"; then '
            f'echo "{NOT_CLEAN}" >&2; exit {NOT_CLEAN_RC}; fi; '
+           'm=$1; d=$2; shift 2; umask 077; '
+           f'{{ [ "$d" = . ] || mkdir -- "$d"; }} && tar -x -p -f - -C "$d" && cd -- "$d" || {{ echo "{NOT_CLEAN}" >&2; exit {NOT_CLEAN_RC}; }}; '
            'ulimit -t "$1"; ulimit -v "$2"; ulimit -p "$3"; ulimit -n "$4"; ulimit -f "$5"; shift 5; '
-           '"$@"; rc=$?; kill -9 -1 2>/dev/null; '
-           f'find {SHARED} -mindepth 1 -maxdepth 1 -user "$(id -u)" -exec rm -rf {{}} + 2>/dev/null; ipcrm --all 2>/dev/null; exit $rc')
+           '"$@" </dev/null; rc=$?; kill -9 -1 2>/dev/null; '
+           f'find {SHARED} -mindepth 1 -maxdepth 1 -user "$(id -u)" -exec rm -rf {{}} + 2>/dev/null; ipcrm --all 2>/dev/null; '
+           'printf "\\n%s\\n" "$m"; tar -c -f - . 2>/dev/null; '
+           '[ "$d" = . ] || { cd .. && chmod -R u+rwx -- "$d" && rm -rf -- "$d"; } 2>/dev/null; exit $rc')
 _REAPED: set[str] = set()  # engines already reaped by this process (reaping is idempotent; this only saves time)
 
 
@@ -215,7 +223,6 @@ class DockerSession:
         self.container: Any = None
         self.volume: Any = None
         self.steps = 0  # uids handed out in the current container
-        self.bytes = 0  # bytes moved into and out of the current volume: a fresh one before it can fill
 
     def __enter__(self) -> DockerSession:
         return self
@@ -233,15 +240,15 @@ class DockerSession:
     def _start(self, limits: Limits) -> Any:
         import docker
 
-        if self.container is not None and (self.steps >= UIDS_PER_CONTAINER or self.bytes > (self.sandbox.work_mb << 19)):
+        if self.container is not None and self.steps >= UIDS_PER_CONTAINER:
             self._discard()
         if self.container is not None:
             return self.container
         sb, name, labels = self.sandbox, f"kernopt-{uuid.uuid4().hex[:16]}", owner_labels()
         inodes = max(4096, sb.work_mb * 64)
-        # Root-owned 0711: each step's directory (its own uid, 0700) is reachable by that step only.
-        # A one-step session's directory is the volume itself.
-        owner = f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700" if self.single else "uid=0,gid=0,mode=0711"
+        # Root-owned 1733 (like /tmp, but nobody may list it): each step creates its directory (its
+        # own uid, 0700), reachable by that step only. A one-step session's directory is the volume.
+        owner = f"uid={SANDBOX_UID},gid={SANDBOX_UID},mode=0700" if self.single else "uid=0,gid=0,mode=1733"
         self.volume = self.client.volumes.create(
             name=name, driver="local", labels=labels,
             driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={sb.work_mb}m,nr_inodes={inodes},{owner}"})
@@ -256,7 +263,7 @@ class DockerSession:
             mounts=[docker.types.Mount(str(self.root), name, type="volume")],
             log_config=docker.types.LogConfig(type="json-file", config={"max-size": "1m", "max-file": "1"}),
             device_requests=[docker.types.DeviceRequest(count=-1, capabilities=[["gpu"]])] if sb.gpus else None)
-        self.steps = self.bytes = 0
+        self.steps = 0
         self.container.start()
         return self.container
 
@@ -302,23 +309,24 @@ class DockerSession:
                 container = self._start(limits)
                 uid = SANDBOX_UID + self.steps
                 self.steps += 1
-                tar = pack(workdir, uid, "" if workdir == self.root else workdir.name)
-                self.bytes += len(tar)
-                container.put_archive(str(self.root if workdir != self.root else workdir), tar)
                 child_env = {"PATH": BASE_PATH, "HOME": str(workdir), "TMPDIR": str(workdir), "LANG": "C.UTF-8", **(env or {})}
-                result = self._exec(container, command, workdir, limits, child_env, uid)
-                if result.timed_out:
-                    self._discard()  # killed: the next step gets a fresh container
-                    return result
-                if attempt == 1 and result.returncode == NOT_CLEAN_RC and result.stderr.startswith(NOT_CLEAN):
-                    self._discard()  # an earlier step got past its wrapper's clean-up: start over in a fresh container
-                    continue
+                with tempfile.TemporaryFile(prefix="kernopt-out-") as back:
+                    result, complete = self._exec(container, command, workdir, limits, child_env, uid, back)
+                    if result.timed_out:
+                        self._discard()  # killed: the next step gets a fresh container
+                        return result
+                    if attempt == 1 and result.returncode == NOT_CLEAN_RC and result.stderr.startswith(NOT_CLEAN):
+                        self._discard()  # an earlier step got past its wrapper's clean-up: start over in a fresh container
+                        continue
+                    clean = complete and self._only_holder_left(container)
+                    note = self._collect(back, workdir) if complete else ""
                 break
-            clean = self._only_holder_left(container)
-            note = self._collect(container, workdir) if result.returncode is not None else ""
             if not clean:
+                # The wrapper did not finish (the command killed it) or something outlived it: its
+                # clean-up cannot be trusted, so the container goes; the next step gets a fresh one.
                 self._discard()
-                note += "\nkernopt: processes outlived the command and were killed with its container"
+                if complete:
+                    note += "\nkernopt: processes outlived the command and were killed with its container"
             if note.strip():
                 result.stderr += ("\n" if result.stderr else "") + note.strip()
             return result
@@ -327,41 +335,60 @@ class DockerSession:
             self._discard()
             return _not_started(f"docker engine: {type(e).__name__}: {str(e).strip()[:300]}")
 
-    def _exec(self, container: Any, command: list[str], workdir: Path, limits: Limits, env: dict[str, str], uid: int) -> ExecResult:
+    def _exec(self, container: Any, command: list[str], workdir: Path, limits: Limits, env: dict[str, str], uid: int,
+              back: IO[bytes]) -> tuple[ExecResult, bool]:
+        """Run one step; the directory's files come back as a tar into `back`. Returns the result and
+        whether the wrapper finished (sent the marker): only then are its files and clean-up trusted."""
         import docker
+        from docker.utils.socket import frames_iter
 
         cpu_s = limits.cpu_s if limits.cpu_s is not None else math.ceil(limits.wall_s * self.sandbox.cpus) + 1
         rlimits = [str(cpu_s), str(limits.memory_mb << 10) if limits.memory_mb else "unlimited", str(limits.max_procs + 1),
                    str(limits.max_open_files), str(limits.max_file_mb << 11)]
+        marker = f"kernopt-end-{uuid.uuid4().hex}"
+        where = "." if workdir == self.root else workdir.name
         api = self.client.api
-        exec_id = api.exec_create(container.id, ["sh", "-c", WRAPPER, "kernopt-run", *rlimits, *command], user=f"{uid}:{uid}",
-                                  workdir=str(workdir), environment=env)["Id"]
+        exec_id = api.exec_create(container.id, ["sh", "-c", WRAPPER, "kernopt-run", marker, where, *rlimits, *command],
+                                  stdin=True, user=f"{uid}:{uid}", workdir=str(self.root), environment=env)["Id"]
+        sock = api.exec_start(exec_id, socket=True)
         out, err = _Capture(limits.output_bytes), _Capture(limits.output_bytes)
+        stdout = _Split(out, f"\n{marker}\n".encode(), back, (self.sandbox.work_mb + 64) << 20)
         failed: list[BaseException] = []
+
+        def send() -> None:
+            try:
+                _send_and_close(sock, pack(workdir, uid))
+            except Exception:  # the wrapper stopped reading (it found the container not clean): its answer says so
+                pass
 
         def pump() -> None:
             try:
-                for o, e in api.exec_start(exec_id, stream=True, demux=True):
-                    if o:
-                        out.feed(o)
-                    if e:
-                        err.feed(e)
+                for stream, data in frames_iter(sock, tty=False):
+                    if stream == 2:
+                        err.feed(data)
+                    else:
+                        stdout.feed(data)
             except Exception as exc:  # reported by the caller's thread
                 failed.append(exc)
 
         start = time.monotonic()
-        reader = threading.Thread(target=pump, name=f"kernopt-{container.name}", daemon=True)
+        threading.Thread(target=send, name=f"kernopt-in-{container.name}", daemon=True).start()
+        reader = threading.Thread(target=pump, name=f"kernopt-out-{container.name}", daemon=True)
         reader.start()
-        reader.join(limits.wall_s)
-        wall = time.monotonic() - start
-        if reader.is_alive():  # the host's wall clock: kill the whole container
-            try:
-                container.kill()
-            except docker.errors.APIError:  # it ended on its own at that very moment
-                pass
-            reader.join(10)
-            return ExecResult(returncode=-signal.SIGKILL, stdout=out.text(), stderr=err.text(), timed_out=True, wall_s=wall,
-                              truncated=out.truncated or err.truncated)
+        try:
+            reader.join(limits.wall_s)
+            wall = time.monotonic() - start
+            if reader.is_alive():  # the host's wall clock: kill the whole container
+                try:
+                    container.kill()
+                except docker.errors.APIError:  # it ended on its own at that very moment
+                    pass
+                reader.join(10)
+                return ExecResult(returncode=-signal.SIGKILL, stdout=out.text(), stderr=err.text(), timed_out=True, wall_s=wall,
+                                  truncated=out.truncated or err.truncated), False
+        finally:
+            sock.close()
+        stdout.end()
         if failed:
             raise failed[0]
         rc = None
@@ -373,25 +400,28 @@ class DockerSession:
             time.sleep(0.01)
         stderr = err.text()
         if rc is None:
-            return _not_started("docker engine: the exec never reported an exit code")
-        if rc == NOT_FOUND_RC and _in_workdir(command[0], workdir) is None and not self._exists(container, command[0], workdir, uid):
-            return _not_started(f"{command[0]}: not found in the sandbox image")
+            return _not_started("docker engine: the exec never reported an exit code"), False
+        if rc == NOT_FOUND_RC and _in_workdir(command[0], workdir) is None and not self._exists(container, command[0], uid):
+            return _not_started(f"{command[0]}: not found in the sandbox image"), False
         if 128 < rc <= 128 + 64:  # the shell's way of saying "killed by signal rc-128"
             rc = -(rc - 128)
-        return ExecResult(returncode=rc, stdout=out.text(), stderr=stderr, wall_s=wall, truncated=out.truncated or err.truncated)
+        if stdout.overflow:
+            stderr += f"\nkernopt: the work directory's files exceed {self.sandbox.work_mb + 64} MiB; they were not copied back"
+        return ExecResult(returncode=rc, stdout=out.text(), stderr=stderr, wall_s=wall,
+                          truncated=out.truncated or err.truncated), stdout.found and not stdout.overflow
 
-    def _exists(self, container: Any, program: str, workdir: Path, uid: int) -> bool:
+    def _exists(self, container: Any, program: str, uid: int) -> bool:
         """Whether the image has `program` (asked after a 127: the image's files are read-only, so the
         answer cannot have been arranged by the command; a program may exit 127 by itself)."""
-        r = container.exec_run(["sh", "-c", 'command -v "$1"', "exists", program], user=f"{uid}:{uid}", workdir=str(workdir))
+        r = container.exec_run(["sh", "-c", 'command -v "$1"', "exists", program], user=f"{uid}:{uid}", workdir="/")
         return bool(r.exit_code == 0)
 
-    def _collect(self, container: Any, workdir: Path) -> str:
-        """Replace the host workdir's contents with the container's (what the local sandbox leaves)."""
-        chunks, _ = container.get_archive(str(workdir))
+    def _collect(self, back: IO[bytes], workdir: Path) -> str:
+        """Replace the host workdir's contents with the step's (what the local sandbox leaves)."""
+        back.seek(0)
         incoming = Path(tempfile.mkdtemp(prefix=".kernopt-incoming-", dir=workdir))
         try:
-            note = extract(iter(chunks), incoming, (self.sandbox.work_mb + 64) << 20)
+            note = extract(iter(lambda: back.read(1 << 20), b""), incoming, (self.sandbox.work_mb + 64) << 20)
             for entry in os.scandir(workdir):
                 if entry.path == str(incoming):
                     continue
@@ -400,14 +430,52 @@ class DockerSession:
                 else:
                     os.unlink(entry.path)
             for entry in os.scandir(incoming):
-                self.bytes += _size(Path(entry.path))
                 os.rename(entry.path, workdir / entry.name)
         finally:
             shutil.rmtree(incoming, ignore_errors=True)
         return note
 
 
-def _size(path: Path) -> int:
-    if not path.is_dir():
-        return path.stat().st_size
-    return sum(os.stat(os.path.join(d, f)).st_size for d, _, files in os.walk(path) for f in files)
+class _Split:
+    """A step's stdout: the command's output up to the marker (into a capture), the tar after it (into a file)."""
+
+    def __init__(self, out: _Capture, marker: bytes, back: IO[bytes], limit: int) -> None:
+        self.out, self.marker, self.back, self.limit = out, marker, back, limit
+        self.hold, self.found, self.written, self.overflow = b"", False, 0, False
+
+    def feed(self, data: bytes) -> None:
+        if self.found:
+            self._keep(data)
+            return
+        buf = self.hold + data
+        i = buf.find(self.marker)
+        if i >= 0:
+            self.out.feed(buf[:i])
+            self.found, self.hold = True, b""
+            self._keep(buf[i + len(self.marker):])
+            return
+        cut = max(0, len(buf) - len(self.marker) + 1)  # a marker split across chunks stays whole in `hold`
+        self.out.feed(buf[:cut])
+        self.hold = buf[cut:]
+
+    def _keep(self, data: bytes) -> None:
+        self.written += len(data)
+        if self.written > self.limit:
+            self.overflow = True
+        elif data:
+            self.back.write(data)
+
+    def end(self) -> None:
+        if not self.found:
+            self.out.feed(self.hold)
+            self.hold = b""
+
+
+def _send_and_close(sock: Any, data: bytes) -> None:
+    """Write the exec's stdin and close it (half-close: the answer still comes back)."""
+    raw = getattr(sock, "_sock", sock)  # unix/tcp: the socket under a SocketIO; ssh: a paramiko channel
+    raw.sendall(data)
+    if hasattr(raw, "shutdown_write"):
+        raw.shutdown_write()
+    else:
+        raw.shutdown(socket.SHUT_WR)

@@ -87,10 +87,11 @@ def optimize(
     from kernopt.errors import InfraError, UserError
     from kernopt.optimize import run_optimize
     from kernopt.runs import RunStore
-    from kernopt.sandbox import resolve_name
+    from kernopt.sandbox import Sandbox, get_sandbox
     from kernopt.task import load_task
     from kernopt.ui import ProgressHooks, print_summary
 
+    sandbox_obj: Sandbox | None = None  # a resumed run makes the one its log names
     if resume:
         store = RunStore.open(resume, runs_dir)
         store.lock()
@@ -104,7 +105,8 @@ def optimize(
         if task_dir is None:
             raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm) or --resume RUN")
         task = load_task(task_dir)
-        sandbox = resolve_name(sandbox)  # the run log records what was used, not "auto"
+        sandbox_obj = get_sandbox(sandbox)  # usable, checked before a run directory is created
+        sandbox = sandbox_obj.name  # the run log records what was used, not "auto"
         try:
             config = RunConfig(task=str(task.root), policy=policy, sandbox=sandbox, runs_dir=runs_dir,  # type: ignore[arg-type]
                                search=SearchConfig(type=search, max_candidates=budget, max_wall_s=max_wall, seed=seed))  # type: ignore[arg-type]
@@ -117,7 +119,7 @@ def optimize(
     hooks = ProgressHooks(err, config.search.max_candidates)
     try:
         with hooks:
-            summary = run_optimize(store, hooks, resumed=bool(resume))
+            summary = run_optimize(store, hooks, resumed=bool(resume), sandbox=sandbox_obj)
     except KeyboardInterrupt:
         err.print(f"[yellow]interrupted[/]; continue with: kernopt optimize --resume {store.root}")
         raise typer.Exit(130) from None

@@ -16,7 +16,7 @@ from kernopt.errors import UserError
 from kernopt.evaluators import get_evaluator
 from kernopt.evaluators.result import EvalResult
 from kernopt.runs import RunStore
-from kernopt.sandbox import get_sandbox
+from kernopt.sandbox import Sandbox, get_sandbox
 from kernopt.task import Task, load_task
 
 
@@ -32,11 +32,12 @@ def baseline_candidate(task: Task) -> Candidate:
     return Candidate(files={task.kernel: task.baseline_source()}, author="baseline", idea="the task's own kernel")
 
 
-def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False) -> dict[str, Any]:
-    """Run (or resume) the search recorded in `store`. Candidates already in the log are not re-evaluated."""
+def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: Sandbox | None = None) -> dict[str, Any]:
+    """Run (or resume) the search recorded in `store`. Candidates already in the log are not re-evaluated.
+    `sandbox`: one already made for `store.config().sandbox` (else it is made here)."""
     config = store.config()
     task = load_task(config.task)
-    sandbox = get_sandbox(config.sandbox)
+    sandbox = sandbox or get_sandbox(config.sandbox)
     policy = get_policy(config.policy, task)
     if config.sandbox == "local":
         hooks.on_message("sandbox: local (process isolation with rlimits; no container) — chosen explicitly")

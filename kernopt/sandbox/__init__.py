@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from kernopt.sandbox.base import ExecResult, Limits, Sandbox
 
-__all__ = ["ExecResult", "Limits", "Sandbox", "get_sandbox", "resolve_name"]
+__all__ = ["ExecResult", "Limits", "Sandbox", "get_sandbox"]
 NAMES = ("auto", "docker", "local")
 
 
@@ -23,7 +23,3 @@ def get_sandbox(name: str) -> Sandbox:
 
     return DockerSandbox()  # no engine or no image: one line saying what to do
 
-
-def resolve_name(name: str) -> str:
-    """The sandbox `name` stands for (`auto` -> `docker`), checked usable before anything (a run directory) is created."""
-    return get_sandbox(name).name

@@ -86,7 +86,10 @@ def connect(timeout_s: float = 60.0) -> Any:
         raise EngineUnavailable("the docker sandbox needs the docker Python package (pip install 'docker>=7'); "
                                 "or choose --sandbox local explicitly") from None
     try:
-        client = docker.from_env(timeout=int(timeout_s))
+        # Over ssh every pooled connection is an ssh session, and the SDK keeps one pool per URL (each
+        # exec has its own) plus the exec's stream: 8 pools stay under sshd's default MaxSessions 10.
+        pools = {"num_pools": 8} if host.startswith("ssh://") else {}
+        client = docker.DockerClient(timeout=int(timeout_s), **pools, **docker.utils.kwargs_from_env())
         client.ping()
     except Exception as e:  # DockerException, requests' ConnectionError, ssh failures: all "not reachable"
         text = str(e)
@@ -195,7 +198,7 @@ class DockerSandbox:
                             "(add --offline where no image registry is reachable)")
         self.work_mb, self.gpus = work_mb, gpus
         self.cpus = cpus or float(self.client.info().get("NCPU") or os.cpu_count() or 1)
-        engine = self.client.api.base_url
+        engine = os.environ.get("DOCKER_HOST") or self.client.api.base_url  # every ssh engine's base_url is the same
         if engine not in _REAPED:
             reap(self.client)
             _REAPED.add(engine)

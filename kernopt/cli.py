@@ -105,7 +105,7 @@ def optimize(
         if task_dir is None:
             raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm) or --resume RUN")
         task = load_task(task_dir)
-        sandbox_obj = get_sandbox(sandbox)  # usable, checked before a run directory is created
+        sandbox_obj = get_sandbox(sandbox, task.target)  # usable, checked before a run directory is created
         sandbox = sandbox_obj.name  # the run log records what was used, not "auto"
         try:
             config = RunConfig(task=str(task.root), policy=policy, sandbox=sandbox, runs_dir=runs_dir,  # type: ignore[arg-type]
@@ -177,7 +177,7 @@ def eval_cmd(
         raise UserError(f"{candidate}: cannot read: {e}") from None
     cand = Candidate(files={task.kernel: source}, threads=threads, ranks=ranks, cflags=cflag, author="user",
                      idea=f"user kernel {candidate.name}")
-    ev = get_evaluator(task, get_sandbox(sandbox), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")))
+    ev = get_evaluator(task, get_sandbox(sandbox, task.target), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")))
     try:
         with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
             result = ev.evaluate(cand)
@@ -208,7 +208,7 @@ def task_check(
     from kernopt.task_check import check_task
 
     task = load_task(task_dir)
-    checks = check_task(task, get_sandbox(sandbox), progress=lambda msg: err.print(f"  … {msg}", highlight=False))
+    checks = check_task(task, get_sandbox(sandbox, task.target), progress=lambda msg: err.print(f"  … {msg}", highlight=False))
     failed = [c for c in checks if not c.ok]
     if as_json:
         sys.stdout.write(json.dumps({"task": task.name, "ok": not failed, "checks": [c.__dict__ for c in checks]}, indent=2) + "\n")
@@ -229,15 +229,17 @@ def sandbox_build(
     offline: bool = typer.Option(False, "--offline", help="Bootstrap the Debian base from the package archive (mmdebstrap), no image registry."),
     suite: Optional[str] = typer.Option(None, help="Debian suite (default: this machine's, else bookworm)."),
     mirror: str = typer.Option("http://deb.debian.org/debian", help="Debian mirror for --offline."),
+    image: str = typer.Option("cpu", help="cpu (every CPU target) or cuda (GPU targets; needs a registry)."),
 ) -> None:
-    """Build the CPU sandbox image (gcc, clang, OpenMPI, python3), tagged by content; reused when present."""
+    """Build a sandbox image (cpu: gcc, clang, OpenMPI, python3; cuda: nvcc), tagged by content; reused when present."""
     import time
 
     from kernopt.sandbox.docker import connect
     from kernopt.sandbox.image import build_image
 
     t0 = time.monotonic()
-    tag, built = build_image(connect(), offline=offline, suite=suite, mirror=mirror, say=lambda m: err.print(f"  … {m}", highlight=False))
+    tag, built = build_image(connect(), offline=offline, suite=suite, mirror=mirror, say=lambda m: err.print(f"  … {m}", highlight=False),
+                             kind=image)
     out.print(f"{tag} {'built' if built else 'already present'} ({time.monotonic() - t0:.1f}s)", highlight=False)
 
 

@@ -37,7 +37,7 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     `sandbox`: one already made for `store.config().sandbox` (else it is made here)."""
     config = store.config()
     task = load_task(config.task)
-    sandbox = sandbox or get_sandbox(config.sandbox)
+    sandbox = sandbox or get_sandbox(config.sandbox, task.target)
     policy = get_policy(config.policy, task)
     if config.sandbox == "local":
         hooks.on_message("sandbox: local (process isolation with rlimits; no container) — chosen explicitly")

@@ -49,6 +49,7 @@ from kernopt.sandbox.local import BASE_PATH, _Capture
 
 OWNER = "kernopt.owner"
 HOLDER_USER = "65534:65534"  # nobody: no step's uid can signal it
+HOLDER_S = 86400  # the holder ends by itself after a day: even a container nobody reaps stops
 DEFAULT_MEMORY_MB = 8192  # cgroup limit of a session (per step: an address-space rlimit) or of a run with memory_mb=None
 NOT_FOUND_RC = 127  # the shell's "command not found"
 NOT_CLEAN_RC, NOT_CLEAN = 199, "kernopt-sandbox: not clean"
@@ -257,7 +258,7 @@ class DockerSession:
             driver_opts={"type": "tmpfs", "device": "tmpfs", "o": f"size={sb.work_mb}m,nr_inodes={inodes},{owner}"})
         memory = self.memory_mb << 20
         self.container = self.client.containers.create(
-            sb.image, ["sleep", "infinity"], name=name, labels=labels, user=HOLDER_USER, init=True,
+            sb.image, ["sleep", str(HOLDER_S)], name=name, labels=labels, user=HOLDER_USER, init=True,
             working_dir="/", environment={"PATH": BASE_PATH, "LANG": "C.UTF-8"}, hostname="sandbox",
             network_mode="none", read_only=True, cap_drop=["ALL"], security_opt=["no-new-privileges"],
             pids_limit=limits.max_procs + 4,  # + init, holder, wrapper, one spare

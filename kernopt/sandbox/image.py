@@ -1,4 +1,7 @@
-"""The CPU sandbox image: built from the Dockerfile shipped in `images/cpu/`, tagged by its content.
+"""The sandbox images, built from the Dockerfiles shipped in `images/<kind>/`, tagged by their content.
+
+`cpu` (gcc, clang, OpenMPI, python3) serves every CPU target; `cuda` (NVIDIA's devel image) the GPU
+targets, and only online: its base comes from a registry.
 
 `build_image(offline=False)` builds FROM debian:<suite>-slim (needs a registry). `offline=True`
 bootstraps the Debian base, packages included, from the package archive with mmdebstrap on this
@@ -17,16 +20,22 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
-from kernopt.errors import InfraError, ToolMissing
+from kernopt.errors import InfraError, ToolMissing, UserError
 
-REPO = "kernopt-cpu"
+KINDS = ("cpu", "cuda")
+GPU_TARGET_PREFIXES = ("cuda", "triton")  # task targets that run on GPUs (and so in the cuda image)
 BASE_REPO = "kernopt-base"
 SANDBOX_UID = 10001  # the `sandbox` user the Dockerfile adds; candidates run as it
 DEFAULT_MIRROR = "http://deb.debian.org/debian"
 
 
-def image_dir() -> Path:
-    return Path(str(resources.files("kernopt.sandbox") / "images" / "cpu"))
+def image_kind(target: str) -> str:
+    """The image a task target runs in."""
+    return "cuda" if target.startswith(GPU_TARGET_PREFIXES) else "cpu"
+
+
+def image_dir(kind: str = "cpu") -> Path:
+    return Path(str(resources.files("kernopt.sandbox") / "images" / kind))
 
 
 def _digest(*parts: bytes) -> str:
@@ -36,10 +45,10 @@ def _digest(*parts: bytes) -> str:
     return h.hexdigest()[:12]
 
 
-def image_tag() -> str:
-    """kernopt-cpu:<hash of the Dockerfile and the package list>."""
-    d = image_dir()
-    return f"{REPO}:{_digest((d / 'Dockerfile').read_bytes(), (d / 'packages.txt').read_bytes())}"
+def image_tag(kind: str = "cpu") -> str:
+    """kernopt-<kind>:<hash of the image directory's files (the Dockerfile, the package list)>."""
+    d = image_dir(kind)
+    return f"kernopt-{kind}:{_digest(*(f.read_bytes() for f in sorted(d.iterdir()) if f.is_file()))}"
 
 
 def packages() -> list[str]:
@@ -89,18 +98,26 @@ def bootstrap_base(client: Any, suite: str, mirror: str, say: Callable[[str], No
 
 
 def build_image(client: Any, offline: bool = False, suite: str | None = None, mirror: str = DEFAULT_MIRROR,
-                say: Callable[[str], None] = lambda _: None) -> tuple[str, bool]:
-    """Build the sandbox image unless its tag exists. Returns (tag, built now)."""
+                say: Callable[[str], None] = lambda _: None, kind: str = "cpu") -> tuple[str, bool]:
+    """Build the sandbox image of `kind` unless its tag exists. Returns (tag, built now)."""
     import docker
 
-    tag = image_tag()
+    if kind not in KINDS:
+        raise UserError(f"unknown image {kind!r}; choose one of: {', '.join(KINDS)}")
+    tag = image_tag(kind)
     if has_image(client, tag):
         return tag, False
-    suite = suite or host_suite()
-    base = bootstrap_base(client, suite, mirror, say) if offline else f"debian:{suite}-slim"
-    say(f"building {tag} FROM {base}")
+    if kind == "cuda" and offline:
+        raise UserError("the cuda image has no --offline build: its base (nvidia/cuda) comes from a registry; build it "
+                        "where one is reachable and move it with `docker save` / `docker load`")
+    if kind == "cuda":
+        base = None  # the Dockerfile's own FROM
+    else:
+        suite = suite or host_suite()
+        base = bootstrap_base(client, suite, mirror, say) if offline else f"debian:{suite}-slim"
+    say(f"building {tag}" + (f" FROM {base}" if base else ""))
     try:
-        client.images.build(path=str(image_dir()), tag=tag, buildargs={"BASE": base}, rm=True, forcerm=True,
+        client.images.build(path=str(image_dir(kind)), tag=tag, buildargs={"BASE": base} if base else {}, rm=True, forcerm=True,
                             pull=False, network_mode="none" if offline else None)
     except docker.errors.BuildError as e:
         last = next((str(x.get("stream") or x.get("error") or "").strip() for x in reversed(list(e.build_log))

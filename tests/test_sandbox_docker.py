@@ -578,3 +578,35 @@ def test_gpu_targets_get_the_cuda_image_and_the_gpus(workdir: Path) -> None:
         pytest.skip("this engine has the NVIDIA runtime: see docs/sandbox.md for the GPU check")
     r, _ = run(gpu, ["true"], workdir, wall_s=10)
     assert r.returncode is None and "docker engine" in r.stderr and "gpu" in r.stderr.lower(), r.stderr
+
+
+@pytest.mark.slow
+def test_host_secret_in_no_container_log_or_run_record(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    # A sentinel secret in the orchestrator's environment: a whole optimization under docker, and a
+    # candidate that makes the compiler print its environment (an #include of /proc/self/environ
+    # lands in the build log), must not carry it into any output, log or run record.
+    secret = "sk-sentinel-" + uuid.uuid4().hex
+    env = os.environ | {"OPENAI_API_KEY": secret, "KERNOPT_TEST_SECRET": secret, "AWS_SECRET_ACCESS_KEY": secret}
+    env.pop("KERNOPT_SANDBOX", None)  # auto: the engine is up, so docker
+    runs = tmp_path / "runs"
+    leak = tmp_path / "leak.c"
+    leak.write_text('#include "/proc/self/environ"\n#include "/proc/1/environ"\n')
+    outputs, results = [], []
+    for args in (["optimize", str(SMALL_GEMM), "--budget", "2", "--runs-dir", str(runs), "--json"],
+                 ["eval", str(SMALL_GEMM), "--candidate", str(leak), "--json"]):
+        p = subprocess.run([sys.executable, "-m", "kernopt", *args], capture_output=True, text=True, cwd=REPO, env=env, timeout=600)
+        assert p.returncode in (0, 1), p.stderr
+        outputs.append(p.stdout + p.stderr)
+        results.append(json.loads(p.stdout))
+    assert results[0]["sandbox"] == "docker" and results[0]["statuses"].get("ok", 0) >= 1
+    assert results[1]["status"] in ("rejected", "compile_error")  # the source gate refuses such includes first
+    records = [f.read_text(errors="replace") for f in runs.rglob("*") if f.is_file()]
+    assert len(records) > 5
+    # past the gate, in the sandbox itself: a step prints its whole environment, and it is the scrubbed one
+    monkeypatch.setenv("OPENAI_API_KEY", secret)
+    work = tmp_path / "work"
+    work.mkdir(mode=0o755)
+    r = DockerSandbox(client=CLIENT).run(["sh", "-c", "tr '\\0' '\\n' < /proc/self/environ"], work, Limits(wall_s=30))
+    assert "PATH=/usr/local/bin" in r.stdout + r.stderr
+    outputs.append(r.stdout + r.stderr)
+    assert all(secret not in text for text in outputs + records)

@@ -54,7 +54,7 @@ class Counted:
     """A sandbox whose sessions count their steps (to report steps per candidate)."""
 
     def __init__(self, inner: Sandbox) -> None:
-        self.inner, self.name, self.steps = inner, inner.name, 0
+        self.inner, self.name, self.cpus, self.steps = inner, inner.name, inner.cpus, 0
 
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
         self.steps += 1

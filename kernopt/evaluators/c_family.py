@@ -76,7 +76,9 @@ class CFamilyEvaluator:
     def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
         self.task, self.sandbox, self.config = task, sandbox, config
         self.workroot = workroot
-        for tool in [task.compiler, "nm", "readelf", "objdump"] + (["mpirun"] if task.uses_mpi else []):
+        # The local sandbox runs this machine's tools; a container has the image's (a missing one is
+        # "not found in the sandbox image", an infrastructure error), and may be on another machine.
+        for tool in ([task.compiler, "nm", "readelf", "objdump"] + (["mpirun"] if task.uses_mpi else [])) * (sandbox.name == "local"):
             if shutil.which(tool) is None:
                 raise ToolMissing(f"{tool} not found on PATH: install it (see README, 'Set-up') to evaluate {task.target} tasks")
         self.workroot.mkdir(parents=True, exist_ok=True)
@@ -196,7 +198,7 @@ class CFamilyEvaluator:
                "OMP_PROC_BIND": "false" if b.bind == "none" else (b.bind or "close")}
         if not self.task.uses_mpi:
             return ["./prog", *args], env
-        cores = os.cpu_count() or 1
+        cores = int(self.sandbox.cpus)  # the machine the commands run on
         fits = b.ranks * (b.threads if self.task.uses_openmp else 1) <= cores  # OMP_NUM_THREADS means nothing to pure MPI
         # Binding is a candidate's knob (`bind core`); by default the OS places the ranks, which is how
         # every MPI figure in docs/results.md was measured. Oversubscribed runs cannot bind at all.

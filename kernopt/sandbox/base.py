@@ -49,6 +49,7 @@ class Sandbox(Protocol):
     """
 
     name: str
+    cpus: float  # cores the commands can use (the engine's, for a remote docker engine)
 
     def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
         ...

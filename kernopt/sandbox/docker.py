@@ -224,6 +224,7 @@ class DockerSession:
 
     def __init__(self, sandbox: DockerSandbox, root: Path, memory_mb: int = DEFAULT_MEMORY_MB, single: bool = False) -> None:
         self.sandbox, self.client, self.root, self.memory_mb, self.single = sandbox, sandbox.client, root, memory_mb, single
+        self.cpus = sandbox.cpus
         self.container: Any = None
         self.volume: Any = None
         self.steps = 0  # uids handed out in the current container

@@ -222,6 +222,7 @@ class LocalSandbox:
     workdir lent to that uid; otherwise as the current user. See the module docstring for limits."""
 
     name = "local"
+    cpus = float(os.cpu_count() or 1)
 
     def session(self, root: Path) -> contextlib.nullcontext[LocalSandbox]:
         return contextlib.nullcontext(self)  # nothing to share: every run is set up on its own

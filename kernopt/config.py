@@ -33,19 +33,41 @@ class EvalConfig(_Config):
 class SearchConfig(_Config):
     """Which search strategy runs, and its budget."""
 
-    type: Literal["greedy", "best-of-n"] = Field("greedy", description="Search strategy.")
+    type: Literal["greedy", "best-of-n", "beam", "tree", "evolve"] = Field("greedy", description="Search strategy.")
     max_candidates: int = Field(20, ge=1, description="Evaluations allowed (the baseline check is free).")
     max_wall_s: float | None = Field(None, gt=0, description="Stop starting new evaluations after this many seconds.")
     batch: int = Field(4, ge=1, description="Candidates proposed per step (greedy) or in total per round (best-of-n).")
     patience: int = Field(3, ge=1, description="Greedy: steps without a new best before stopping early.")
     seed: int = Field(0, description="Seed for any randomness in proposal order.")
+    beam_width: int = Field(2, ge=1, description="Beam: parents kept per round.")
+    islands: int = Field(2, ge=1, description="Evolve: separate populations (migrating their best now and then).")
+    population: int = Field(6, ge=2, description="Evolve: candidates kept per island.")
+    value: Literal["none", "llm", "learned"] = Field("none", description="Reward-to-go model that reranks or prunes proposals.")
+    value_path: Path | None = Field(None, description="The model `kernopt rtg train` wrote (for value = learned).")
+    keep: int | None = Field(None, ge=1, description="Proposals that survive the value model per step (None = all, reranked).")
+
+
+class ModelConfig(_Config):
+    """The language model behind the llm policy, critic and judge (any provider litellm reaches)."""
+
+    name: str = Field("openai/gpt-4o-mini", description="provider/model, as litellm names it (ollama/..., hosted_vllm/..., openai/...).")
+    api_base: str | None = Field(None, description="Endpoint of a local or self-hosted server (vLLM, Ollama, any OpenAI-compatible).")
+    api_key_env: str | None = Field(None, description="Environment variable holding the key (default: the provider's usual one).")
+    temperature: float = Field(0.7, ge=0, le=2)
+    max_tokens: int = Field(4096, ge=16, description="Longest answer asked for.")
+    timeout_s: float = Field(120.0, gt=0, description="One request's wall clock.")
+    max_retries: int = Field(4, ge=0, description="Retries for rate limits (Retry-After honoured), 5xx and timeouts.")
+    max_usd: float | None = Field(None, gt=0, description="Stop the run (keeping its best) when model spend reaches this.")
+    max_tokens_total: int | None = Field(None, gt=0, description="Stop the run when prompt+completion tokens reach this.")
+    cache: bool = Field(True, description="Answer repeated requests from the run's disk cache (resume never pays twice).")
 
 
 class RunConfig(_Config):
     """Everything `kernopt optimize` needs; saved resolved as the run's config.json."""
 
     task: str = Field(description="Path of the task directory.")
-    policy: Literal["tuner"] = Field("tuner", description="Who proposes candidates (llm arrives with its own issue).")
+    policy: Literal["tuner", "llm"] = Field("tuner", description="Who proposes candidates: the offline tuner, or the LLM agent.")
+    model: ModelConfig = ModelConfig()
     sandbox: Literal["auto", "docker", "local"] = Field(
         "auto", description="Where candidates run: docker (a fresh container per step), local (process isolation), "
         "auto (docker when an engine answers, else an error; never a silent fallback to local).")

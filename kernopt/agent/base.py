@@ -1,9 +1,13 @@
-"""The Policy protocol and the state a policy sees."""
+"""The agent's interfaces: the state a policy sees, Policy, Critic (diagnoses an evaluation) and
+ValueModel (estimates reward-to-go). Implementations are chosen by short name from the config."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Protocol
+
+from pydantic import BaseModel, ConfigDict, Field
 
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
@@ -20,6 +24,9 @@ class SearchState:
     history: list[tuple[Candidate, EvalResult]] = field(default_factory=list)
     cores: int = 2
     seed: int = 0
+    critiques: dict[str, Critique] = field(default_factory=dict, metadata={"doc": "By candidate id, once made."})
+    # The run log: log(event_type, **fields) appends one event (prompts, critiques, scores). A no-op by default.
+    log: Callable[..., None] = field(default=lambda *_a, **_k: None, repr=False)
 
     @property
     def seen(self) -> set[str]:
@@ -38,4 +45,32 @@ class Policy(Protocol):
     name: str
 
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
+        ...
+
+
+class Critique(BaseModel):
+    """A diagnosis of one evaluation: what failed or what bounds performance, and what to try next."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate_id: str
+    status: str = Field(description="The evaluation's status (ok, compile_error, wrong_answer, ...).")
+    diagnosis: str = Field(description="What failed, or what bounds performance now.")
+    bottleneck: str = Field("", description="compute, memory bandwidth, synchronization, load imbalance, communication, ...")
+    next_ideas: list[str] = Field(default_factory=list, description="What to try next, most promising first.")
+
+
+class Critic(Protocol):
+    name: str
+
+    def critique(self, state: SearchState, candidate: Candidate, result: EvalResult) -> Critique:
+        ...
+
+
+class ValueModel(Protocol):
+    """Estimated reward-to-go of each proposal (higher = more promising), before it costs an evaluation."""
+
+    name: str
+
+    def score(self, state: SearchState, candidates: list[Candidate]) -> list[float]:
         ...

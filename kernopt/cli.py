@@ -69,21 +69,26 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 @app.command()
 @user_errors
 def optimize(
-    task_dir: Optional[Path] = typer.Argument(None, help="Task directory (e.g. tasks/openmp/gemm)."),
-    budget: int = typer.Option(20, "--budget", "-n", min=1, help="Candidates to evaluate."),
-    search: str = typer.Option("greedy", help="Search strategy: greedy | best-of-n."),
-    policy: str = typer.Option("tuner", help="Who proposes candidates: tuner (offline, no model)."),
-    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
-    runs_dir: Path = typer.Option(Path("runs"), help="Where run directories are created."),
+    task_dir: Optional[Path] = typer.Argument(None, help="Task directory (e.g. tasks/openmp/gemm); or `task` in --config."),
+    budget: Optional[int] = typer.Option(None, "--budget", "-n", min=1, help="Candidates to evaluate [default: 20]."),
+    search: Optional[str] = typer.Option(None, help="Search strategy: greedy | best-of-n | beam | tree | evolve [default: greedy]."),
+    policy: Optional[str] = typer.Option(None, help="Who proposes candidates: tuner (offline, no model) | llm [default: tuner]."),
+    model: Optional[str] = typer.Option(None, help="llm policy: provider/model as litellm names it (openai/gpt-4o-mini, ollama/qwen2.5-coder, ...)."),
+    api_base: Optional[str] = typer.Option(None, help="llm policy: endpoint of a local or self-hosted server (vLLM, Ollama, OpenAI-compatible)."),
+    value: Optional[str] = typer.Option(None, help="Reward-to-go model that reranks proposals: none | llm | learned [default: none]."),
+    max_usd: Optional[float] = typer.Option(None, help="Stop (keeping the best) when model spend reaches this many USD."),
+    max_tokens: Optional[int] = typer.Option(None, help="Stop (keeping the best) when model tokens reach this."),
+    sandbox: Optional[str] = typer.Option(None, envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+    runs_dir: Optional[Path] = typer.Option(None, help="Where run directories are created [default: runs]."),
     max_wall: Optional[float] = typer.Option(None, help="Stop starting evaluations after this many seconds."),
-    seed: int = typer.Option(0, help="Seed for proposal order."),
+    seed: Optional[int] = typer.Option(None, help="Seed for proposal order [default: 0]."),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with any of these settings (see README)."),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value (e.g. search.beam_width=3). Repeatable."),
     resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path); other options are ignored."),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> None:
     """Search for a faster verified kernel for one task."""
-    from pydantic import ValidationError
-
-    from kernopt.config import RunConfig, SearchConfig
+    from kernopt.config import resolve_run_config
     from kernopt.errors import InfraError, UserError
     from kernopt.optimize import run_optimize
     from kernopt.runs import RunStore
@@ -93,7 +98,7 @@ def optimize(
 
     sandbox_obj: Sandbox | None = None  # a resumed run makes the one its log names
     if resume:
-        store = RunStore.open(resume, runs_dir)
+        store = RunStore.open(resume, runs_dir or Path("runs"))
         store.lock()
         done = store.summary()
         if done and done.get("status") == "finished":
@@ -102,18 +107,17 @@ def optimize(
             return
         config = store.config()
     else:
-        if task_dir is None:
-            raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm) or --resume RUN")
-        task = load_task(task_dir)
-        sandbox_obj = get_sandbox(sandbox, task.target)  # usable, checked before a run directory is created
-        sandbox = sandbox_obj.name  # the run log records what was used, not "auto"
-        try:
-            config = RunConfig(task=str(task.root), policy=policy, sandbox=sandbox, runs_dir=runs_dir,  # type: ignore[arg-type]
-                               search=SearchConfig(type=search, max_candidates=budget, max_wall_s=max_wall, seed=seed))  # type: ignore[arg-type]
-        except ValidationError as e:
-            e0 = e.errors()[0]
-            opt = {"type": "search", "max_candidates": "budget", "max_wall_s": "max-wall"}.get(str(e0["loc"][-1]), str(e0["loc"][-1]))
-            raise UserError(f"--{opt}: {e0['msg']} (got {e0['input']!r})") from None
+        flags = {"task": str(task_dir) if task_dir is not None else None, "policy": policy, "sandbox": sandbox,
+                 "runs_dir": runs_dir, "search.type": search, "search.max_candidates": budget, "search.max_wall_s": max_wall,
+                 "search.seed": seed, "search.value": value, "model.name": model, "model.api_base": api_base,
+                 "model.max_usd": max_usd, "model.max_tokens_total": max_tokens}
+        if task_dir is None and config_file is None:
+            raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm), a --config file, or --resume RUN")
+        config = resolve_run_config(config_file, flags, overrides)
+        task = load_task(Path(config.task))
+        sandbox_obj = get_sandbox(config.sandbox, task.target)  # usable, checked before a run directory is created
+        # The run log records what was used (not "auto") and where the task is.
+        config = config.model_copy(update={"sandbox": sandbox_obj.name, "task": str(task.root)})
         store = RunStore.create(config, task.name)
     err.print(f"run directory: [bold]{store.root}[/]")
     hooks = ProgressHooks(err, config.search.max_candidates)

@@ -2,10 +2,14 @@
 
 from __future__ import annotations
 
+import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field
+import yaml
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from kernopt.errors import UserError
 
 
 class _Config(BaseModel):
@@ -74,3 +78,57 @@ class RunConfig(_Config):
     search: SearchConfig = SearchConfig()
     eval: EvalConfig = EvalConfig()
     runs_dir: Path = Field(Path("runs"), description="Where run directories are created.")
+
+
+def _parse_file(path: Path) -> dict[str, Any]:
+    """A YAML or TOML config file as a mapping (one-line UserError when it is not one)."""
+    try:
+        text = path.read_text()
+    except OSError as e:
+        raise UserError(f"config {path}: cannot read: {e.strerror or e}") from None
+    try:
+        if path.suffix == ".toml":
+            data = tomllib.loads(text)
+        else:
+            data = yaml.safe_load(text) or {}
+    except (tomllib.TOMLDecodeError, yaml.YAMLError) as e:
+        raise UserError(f"config {path}: not valid {'TOML' if path.suffix == '.toml' else 'YAML'}: {str(e).splitlines()[0]}") from None
+    if not isinstance(data, dict):
+        raise UserError(f"config {path}: expected a mapping of settings at the top level")
+    return data
+
+
+def _put(data: dict[str, Any], dotted: str, value: Any) -> None:
+    *parents, last = dotted.split(".")
+    node = data
+    for key in parents:
+        child = node.setdefault(key, {})
+        if not isinstance(child, dict):
+            raise UserError(f"{dotted}: {key} is a value, not a section")
+        node = child
+    node[last] = value
+
+
+def resolve_run_config(file: Path | None = None, flags: dict[str, Any] | None = None, sets: list[str] | None = None) -> RunConfig:
+    """Defaults, then the config file (YAML or TOML), then the command-line flags given (dotted keys;
+    None = not given), then `--set key.path=value` overrides (values parsed as YAML scalars)."""
+    data = _parse_file(file) if file is not None else {}
+    for key, value in (flags or {}).items():
+        if value is not None:
+            _put(data, key, value)
+    for item in sets or []:
+        key, eq, raw = item.partition("=")
+        if not eq or not key.strip():
+            raise UserError(f"--set {item!r}: expected key.path=value (e.g. search.beam_width=3)")
+        try:
+            value = yaml.safe_load(raw) if raw.strip() else ""
+        except yaml.YAMLError:
+            value = raw
+        _put(data, key.strip(), value)
+    try:
+        return RunConfig.model_validate(data)
+    except ValidationError as e:
+        err = e.errors()[0]
+        where = ".".join(str(p) for p in err["loc"]) or "config"
+        got = f" (got {err['input']!r})" if err.get("type") != "missing" and "input" in err else ""
+        raise UserError(f"{where}: {err['msg']}{got}") from None

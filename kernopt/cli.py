@@ -23,6 +23,8 @@ sandbox_app = typer.Typer(no_args_is_help=True, help="Build and inspect the Dock
 app.add_typer(task_app, name="task")
 app.add_typer(runs_app, name="runs")
 app.add_typer(sandbox_app, name="sandbox")
+rtg_app = typer.Typer(no_args_is_help=True, help="The learned reward-to-go model that reranks proposals (--value learned).")
+app.add_typer(rtg_app, name="rtg")
 SANDBOX_HELP = "Where code runs: docker (fresh container per step), local (process isolation), auto (docker if an engine answers, else an error)."
 
 # Piped output is not cut at 80 columns: logs and `| less` get whole lines.
@@ -306,3 +308,26 @@ def runs_show(run: str = typer.Argument(..., help="Run id or path."),
 
 if __name__ == "__main__":
     app()
+
+
+# --------------------------------------------------------------------------- rtg
+@rtg_app.command("train")
+@user_errors
+def rtg_train(
+    runs: list[Path] = typer.Argument(..., help="Run directories to learn from (their logged candidates and results)."),
+    model_out: Path = typer.Option(Path("rtg.json"), "--out", "-o", help="Where the fitted model is written."),
+    seed: int = typer.Option(0, help="Seed for the held-out split."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+) -> None:
+    """Fit the reward-to-go model on logged runs; print its held-out rank correlation."""
+    import math
+
+    from kernopt.agent.value import format_report, train
+
+    report = train(runs, model_out, seed=seed)
+    if as_json:
+        data = report.model_dump(mode="json")
+        print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}, indent=1))
+    else:
+        out.print(format_report(report), highlight=False)
+        err.print(f"use it with: kernopt optimize TASK --value learned --set search.value_path={model_out}", highlight=False)

@@ -72,6 +72,7 @@ class RunConfig(_Config):
     task: str = Field(description="Path of the task directory.")
     policy: Literal["tuner", "llm"] = Field("tuner", description="Who proposes candidates: the offline tuner, or the LLM agent.")
     model: ModelConfig = ModelConfig()
+    hybrid: bool = Field(False, description="llm policy: also let the offline tuner tune the knobs of the best LLM candidate.")
     sandbox: Literal["auto", "docker", "local"] = Field(
         "auto", description="Where candidates run: docker (a fresh container per step), local (process isolation), "
         "auto (docker when an engine answers, else an error; never a silent fallback to local).")

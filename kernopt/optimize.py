@@ -10,22 +10,29 @@ from typing import Any
 
 from kernopt.agent.base import Policy, SearchState
 from kernopt.agent.search import Hooks, get_search
+from kernopt.agent.value import get_value_model
 from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
 from kernopt.evaluators import get_evaluator
 from kernopt.evaluators.result import EvalResult
+from kernopt.model import Model, get_model
 from kernopt.runs import RunStore
 from kernopt.sandbox import Sandbox, get_sandbox
 from kernopt.task import Task, load_task
 
 
-def get_policy(name: str, task: Task) -> Policy:
+def get_policy(name: str, task: Task, model: Model | None = None, tune: bool = False) -> Policy:
     if name == "tuner":
         from kernopt.agent.tuner import TunerPolicy
 
         return TunerPolicy()
-    raise UserError(f"unknown policy {name!r}; available: tuner")
+    if name == "llm" and model is not None:
+        from kernopt.agent.critic import LLMCritic
+        from kernopt.agent.llm import LLMPolicy
+
+        return LLMPolicy(model, LLMCritic(model), tune=tune)
+    raise UserError(f"unknown policy {name!r}; available: tuner, llm")
 
 
 def baseline_candidate(task: Task) -> Candidate:
@@ -38,11 +45,22 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     config = store.config()
     task = load_task(config.task)
     sandbox = sandbox or get_sandbox(config.sandbox, task.target)
-    policy = get_policy(config.policy, task)
+    model: Model | None = None
+    if config.policy == "llm" or config.search.value == "llm":
+        # Every call is logged; answers are cached in the run directory, so a resumed run asks nothing twice.
+        model = get_model(config.model, store.root / "llm-cache" if config.model.cache else None,
+                          log=lambda record: store.append("llm", **record), spend=store.spend())
+        if hasattr(hooks, "spend"):
+            hooks.spend = model.spend
+    policy = get_policy(config.policy, task, model, tune=config.hybrid)
+    value = get_value_model(config.search, model)
     if config.sandbox == "local":
         hooks.on_message("sandbox: local (process isolation with rlimits; no container) — chosen explicitly")
     if config.policy == "tuner":
         hooks.on_message("policy: offline tuner (no model configured)")
+    else:
+        where = f" at {config.model.api_base}" if config.model.api_base else ""
+        hooks.on_message(f"policy: llm, model {config.model.name}{where}" + (" + tuner on its best" if config.hybrid else ""))
     done = store.evaluated()
     store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done))
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
@@ -59,8 +77,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
 
     try:
         base = baseline_candidate(task)
-        state = SearchState(task=task, baseline=base, parent=base, seed=config.search.seed)
-        search = get_search(config.search, policy, evaluate, hooks)
+        state = SearchState(task=task, baseline=base, parent=base, seed=config.search.seed, cores=int(sandbox.cpus),
+                            log=store.append)
+        search = get_search(config.search, policy, evaluate, hooks, value=value)
         best = search.run(state)
         final: EvalResult | None = None
         if best is not None:
@@ -73,6 +92,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         else:
             store.write_best(base, EvalResult(candidate_id=base.id, status="ok", reason="no candidate was significantly faster"))
         summary = make_summary(store, task, config, state.history, best, final, time.monotonic() - started)
+        summary["stopped_by"] = search.stop_reason
+        if model is not None:
+            summary["spend"] = model.spend.model_dump()
         store.write_summary(summary)
         store.append("end", best_speedup=summary["best_speedup"], best_status=summary["best_status"])
         return summary

@@ -23,6 +23,7 @@ from rich.table import Table
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
+from kernopt.model import Spend
 from kernopt.runs import RunStore
 
 STATUS_STYLE = {"ok": "green", "wrong_answer": "red", "rejected": "magenta", "compile_error": "yellow",
@@ -33,6 +34,11 @@ def fmt_speedup(r: EvalResult) -> str:
     if r.speedup is None or r.timing is None:
         return "-"
     return f"{r.speedup:.2f}x [{r.timing.ci_low:.2f}, {r.timing.ci_high:.2f}]"
+
+
+def fmt_spend(spend: Spend) -> str:
+    tokens = f"{spend.tokens / 1000:.1f}k" if spend.tokens >= 1000 else str(spend.tokens)
+    return f"${spend.usd:.4f} · {tokens} tok · {spend.calls} calls"
 
 
 class ProgressHooks(Hooks):
@@ -46,6 +52,7 @@ class ProgressHooks(Hooks):
                                  TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
         self.task_id = self.progress.add_task("starting", total=budget)
         self._t0 = time.monotonic()
+        self.spend: Spend | None = None  # the models' spend, shown next to the best speedup (llm runs)
 
     def __enter__(self) -> ProgressHooks:
         self.progress.start()
@@ -56,7 +63,8 @@ class ProgressHooks(Hooks):
 
     def _describe(self, extra: str = "") -> str:
         counts = " ".join(f"{k} {v}" for k, v in sorted(self.counts.items()))
-        return f"best [bold green]{self.best}[/] | {counts or 'no results yet'}{extra}"
+        spend = f" | {fmt_spend(self.spend)}" if self.spend is not None else ""
+        return f"best [bold green]{self.best}[/]{spend} | {counts or 'no results yet'}{extra}"
 
     def on_eval_start(self, candidate: Candidate, index: int, budget: int) -> None:
         self.progress.update(self.task_id, description=self._describe(f" | evaluating {candidate.id}"))
@@ -92,6 +100,10 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
     console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
+    if s.get("spend"):
+        console.print(f"model spend: {fmt_spend(Spend.model_validate(s['spend']))}", highlight=False)
+    if s.get("stopped_by"):
+        console.print(f"stopped by: {s['stopped_by']}", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False)
 
 

@@ -64,15 +64,18 @@ class _Base:
         self.best: tuple[Candidate, EvalResult] | None = None
         self.used = 0
         self.scores: dict[str, float] = {}  # the value model's score of every proposal it ranked, by id
+        self.stop_reason: str | None = None  # why the search ended when a budget ended it (for the summary)
         self._start = time.monotonic()
 
     def run(self, state: SearchState) -> tuple[Candidate, EvalResult] | None:
         try:
             self._search(state)
         except BudgetExhausted as e:
-            self.hooks.on_message(str(e))
+            self.stop_reason = str(e)
+            self.hooks.on_message(self.stop_reason)
         except ModelBudgetExhausted as e:
-            self.hooks.on_message(f"model budget used: {e}" if str(e) else "model budget used")
+            self.stop_reason = f"model budget used: {e}" if str(e) else "model budget used"
+            self.hooks.on_message(self.stop_reason)
         return self.best
 
     def _search(self, state: SearchState) -> None:

@@ -127,3 +127,25 @@ def test_rtg_train_on_these_runs_then_value_learned(runs: Path, full_run: tuple[
     ev = events(Path(json.loads(p.stdout)["run_dir"]))
     scores = [e for e in ev if e["type"] == "value"]
     assert scores and all(isinstance(v, float) for e in scores for v in e["scores"].values())
+
+
+def test_endpoint_failing_for_good_is_an_infrastructure_error(runs: Path) -> None:
+    with serve([{"status": 500, "repeat": True}]) as server:
+        p = subprocess.run(optimize_cmd(server, runs / "down", "--set", "model.max_retries=1"), env=ENV, cwd=REPO,
+                           capture_output=True, text=True, timeout=300)
+    assert p.returncode == 3 and "infrastructure error" in p.stderr and "HTTP 500" in p.stderr, p.stderr[-2000:]
+    assert server.count == 2  # one try and one bounded retry, then it stops
+    run_dir = next((runs / "down").iterdir())
+    assert not [e for e in events(run_dir) if e["type"] == "eval"]  # nothing was scored as a candidate failure
+
+
+def test_a_model_that_answers_prose_only_costs_no_evaluation(runs: Path) -> None:
+    prose = "Great question! Optimizing matrix multiplication is a rich topic with many approaches to consider."
+    with serve([{"content": prose, "repeat": True}]) as server:
+        p = subprocess.run(optimize_cmd(server, runs / "prose"), env=ENV, cwd=REPO, capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr[-2000:]
+    s = json.loads(p.stdout)
+    assert s["candidates"] == 0 and s["best_candidate"] is None and "no new proposals" in p.stderr
+    plans = [e for e in events(Path(s["run_dir"])) if e["type"] == "plan"]
+    assert plans and plans[0]["ideas"] == [] and "no JSON object" in plans[0]["reason"]
+    assert server.count == 2  # the unusable plan got one retry with the reason, then the policy gave up

@@ -12,6 +12,8 @@ from pathlib import Path
 
 import pytest
 
+# litellm fetches a price map from the network at import unless told not to: no test may depend on it
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 REPO = Path(__file__).resolve().parent.parent
 SMALL_GEMM = REPO / "tests" / "data" / "small_gemm"
 

@@ -25,7 +25,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(sandbox_app, name="sandbox")
 rtg_app = typer.Typer(no_args_is_help=True, help="The learned reward-to-go model that reranks proposals (--value learned).")
 app.add_typer(rtg_app, name="rtg")
-SANDBOX_HELP = "Where code runs: docker (fresh container per step), local (process isolation), auto (docker if an engine answers, else an error)."
+SANDBOX_HELP = ("Where code runs: docker (a fresh container per candidate evaluation), local (process isolation), "
+                "auto (docker if an engine answers, else an error).")
 
 # Piped output is not cut at 80 columns: logs and `| less` get whole lines.
 out = Console(width=None if sys.stdout.isatty() else 200)
@@ -72,18 +73,18 @@ def main(version: bool = typer.Option(False, "--version", callback=_version, is_
 @user_errors
 def optimize(
     task_dir: Optional[Path] = typer.Argument(None, help="Task directory (e.g. tasks/openmp/gemm); or `task` in --config."),
-    budget: Optional[int] = typer.Option(None, "--budget", "-n", min=1, help="Candidates to evaluate [default: 20]."),
-    search: Optional[str] = typer.Option(None, help="Search strategy: greedy | best-of-n | beam | tree | evolve [default: greedy]."),
-    policy: Optional[str] = typer.Option(None, help="Who proposes candidates: tuner (offline, no model) | llm [default: tuner]."),
+    budget: Optional[int] = typer.Option(None, "--budget", "-n", min=1, help="Candidates to evaluate (default: 20)."),
+    search: Optional[str] = typer.Option(None, help="Search strategy: greedy | best-of-n | beam | tree | evolve (default: greedy)."),
+    policy: Optional[str] = typer.Option(None, help="Who proposes candidates: tuner (offline, no model) | llm (default: tuner)."),
     model: Optional[str] = typer.Option(None, help="llm policy: provider/model as litellm names it (openai/gpt-4o-mini, ollama/qwen2.5-coder, ...)."),
     api_base: Optional[str] = typer.Option(None, help="llm policy: endpoint of a local or self-hosted server (vLLM, Ollama, OpenAI-compatible)."),
-    value: Optional[str] = typer.Option(None, help="Reward-to-go model that reranks proposals: none | llm | learned [default: none]."),
+    value: Optional[str] = typer.Option(None, help="Reward-to-go model that reranks proposals: none | llm | learned (default: none)."),
     max_usd: Optional[float] = typer.Option(None, help="Stop (keeping the best) when model spend reaches this many USD."),
     max_tokens: Optional[int] = typer.Option(None, help="Stop (keeping the best) when model tokens reach this."),
     sandbox: Optional[str] = typer.Option(None, envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
-    runs_dir: Optional[Path] = typer.Option(None, help="Where run directories are created [default: runs]."),
+    runs_dir: Optional[Path] = typer.Option(None, help="Where run directories are created (default: runs)."),
     max_wall: Optional[float] = typer.Option(None, help="Stop starting evaluations after this many seconds."),
-    seed: Optional[int] = typer.Option(None, help="Seed for proposal order [default: 0]."),
+    seed: Optional[int] = typer.Option(None, help="Seed for proposal order (default: 0)."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with any of these settings (see README)."),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value (e.g. search.beam_width=3). Repeatable."),
     resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path); other options are ignored."),

@@ -74,7 +74,7 @@ class RunConfig(_Config):
     model: ModelConfig = ModelConfig()
     hybrid: bool = Field(False, description="llm policy: also let the offline tuner tune the knobs of the best LLM candidate.")
     sandbox: Literal["auto", "docker", "local"] = Field(
-        "auto", description="Where candidates run: docker (a fresh container per step), local (process isolation), "
+        "auto", description="Where candidates run: docker (a fresh container per candidate evaluation), local (process isolation), "
         "auto (docker when an engine answers, else an error; never a silent fallback to local).")
     search: SearchConfig = SearchConfig()
     eval: EvalConfig = EvalConfig()

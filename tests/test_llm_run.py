@@ -149,3 +149,18 @@ def test_a_model_that_answers_prose_only_costs_no_evaluation(runs: Path) -> None
     plans = [e for e in events(Path(s["run_dir"])) if e["type"] == "plan"]
     assert plans and plans[0]["ideas"] == [] and "no JSON object" in plans[0]["reason"]
     assert server.count == 2  # the unusable plan got one retry with the reason, then the policy gave up
+
+
+def test_beam_with_the_llm_judge_evaluates_its_favourite_first_and_prunes(runs: Path) -> None:
+    with serve("gemm_improves.yaml") as server:
+        p = subprocess.run(optimize_cmd(server, runs / "judge", "--search", "beam", "--value", "llm", "--set", "search.keep=1",
+                                        "--budget", "2"), env=ENV, cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = json.loads(p.stdout)
+    ev = events(Path(s["run_dir"]))
+    values = [e for e in ev if e["type"] == "value"]
+    first_eval = next(e for e in ev if e["type"] == "eval")
+    assert values[0]["scores"] == {"c013f14b3501": 4.0, "de662a38dd0c": 9.0} and values[0]["kept"] == ["de662a38dd0c"]
+    assert first_eval["candidate"]["idea"] == BEST_IDEA  # the judge's favourite, not the planner's first idea
+    assert all(len(v["kept"]) <= 1 for v in values) and any(e["type"] == "llm" and e["role"] == "judge" for e in ev)
+    assert server.repeated == 0 and s["best_idea"] == BEST_IDEA

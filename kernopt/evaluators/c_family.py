@@ -88,7 +88,7 @@ class CFamilyEvaluator:
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
 
     @contextlib.contextmanager
-    def _session(self) -> Iterator[None]:
+    def session(self) -> Iterator[None]:
         """One sandbox session (docker: one container) for everything one evaluation runs."""
         with self.sandbox.session(self.workroot) as sb:
             self._sb = sb
@@ -266,7 +266,7 @@ class CFamilyEvaluator:
     # ---------------------------------------------------------------- evaluate
     def evaluate(self, candidate: Candidate) -> EvalResult:
         """Static gate, build, correctness sweep, race check, interleaved timing. Never raises for candidate faults."""
-        with self._session():
+        with self.session():
             return self._evaluate(candidate)
 
     def _evaluate(self, candidate: Candidate) -> EvalResult:
@@ -393,7 +393,7 @@ class CFamilyEvaluator:
 
     def remeasure(self, candidate: Candidate) -> EvalResult:
         """Re-time a verified candidate in fresh builds and fresh directories, with more rounds."""
-        with self._session():
+        with self.session():
             return self._remeasure(candidate)
 
     def _remeasure(self, candidate: Candidate) -> EvalResult:

@@ -121,6 +121,8 @@ def optimize(
         sandbox_obj = get_sandbox(config.sandbox, task.target)  # usable, checked before a run directory is created
         # The run log records what was used (not "auto") and where the task is.
         config = config.model_copy(update={"sandbox": sandbox_obj.name, "task": str(task.root)})
+        if config.search.value_path is not None:  # a resume may start elsewhere
+            config.search.value_path = config.search.value_path.resolve()
         store = RunStore.create(config, task.name)
     err.print(f"run directory: [bold]{store.root}[/]")
     hooks = ProgressHooks(err, config.search.max_candidates)
@@ -307,10 +309,6 @@ def runs_show(run: str = typer.Argument(..., help="Run id or path."),
         print_run(out, store)
 
 
-if __name__ == "__main__":
-    app()
-
-
 # --------------------------------------------------------------------------- rtg
 @rtg_app.command("train")
 @user_errors
@@ -332,3 +330,7 @@ def rtg_train(
     else:
         out.print(format_report(report), highlight=False)
         err.print(f"use it with: kernopt optimize TASK --value learned --set search.value_path={model_out}", highlight=False)
+
+
+if __name__ == "__main__":
+    app()

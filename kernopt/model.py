@@ -13,6 +13,7 @@ from __future__ import annotations
 import email.utils
 import hashlib
 import json
+import math
 import os
 import random
 import threading
@@ -170,8 +171,10 @@ class LiteLLMModel:
             self.spend.usd += completion.cost_usd
             self.spend.tokens += completion.prompt_tokens + completion.completion_tokens
             self.spend.calls += 1
-        self._cache_put(h, request, completion)
+        # The log first: spend is rebuilt from it on resume, and a cached answer counts nothing. A kill
+        # between the two costs one repeated request, never uncounted spend.
         self._log({"role": role, "messages": messages, "completion": completion.model_dump()})
+        self._cache_put(h, request, completion)
         return completion
 
     # -- budget, cache, log
@@ -292,15 +295,25 @@ class LiteLLMModel:
         choice = choices[0]
         message = getattr(choice, "message", None)
         usage = getattr(response, "usage", None)
+        prompt_tokens = max(0, int(getattr(usage, "prompt_tokens", 0) or 0))  # a server's negative counts must not refund spend
+        completion_tokens = max(0, int(getattr(usage, "completion_tokens", 0) or 0))
+        # Priced by the model asked for (config.name), not by the name the server answers with:
+        # gateways and vLLM answer with their own names, which would make every call free.
         try:
-            cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+            p, c = litellm.cost_per_token(model=self.name, prompt_tokens=prompt_tokens, completion_tokens=completion_tokens)
+            cost = float(p) + float(c)
         except Exception:  # unpriced (local) models: litellm raises its own "not mapped" errors
+            try:
+                cost = float(litellm.completion_cost(completion_response=response) or 0.0)
+            except Exception:
+                cost = 0.0
+        if not math.isfinite(cost) or cost < 0:
             cost = 0.0
         return Completion(
             text=(getattr(message, "content", None) or "") if message is not None else "",
             model=self.name,
-            prompt_tokens=int(getattr(usage, "prompt_tokens", 0) or 0),
-            completion_tokens=int(getattr(usage, "completion_tokens", 0) or 0),
+            prompt_tokens=prompt_tokens,
+            completion_tokens=completion_tokens,
             cost_usd=cost,
             finish_reason=getattr(choice, "finish_reason", None),
             request_hash=h,

@@ -72,6 +72,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
             return done[c.id][1], True
         r = evaluator.evaluate(c)
         store.record_eval(c, r)
+        # What the policy sees is what the log holds (JSON has no inf: an error of inf is logged as
+        # null), so a resumed run builds the very same prompts and its model calls hit the cache.
+        r = EvalResult.model_validate_json(r.model_dump_json())
         done[c.id] = (c, r)
         return r, False
 

@@ -4,7 +4,7 @@ A scenario is a list of steps (or a mapping with a `steps` list), each one answe
 
     - content: "text"            # an answer; optional finish_reason (default "stop"),
       finish_reason: length      #   usage {prompt_tokens, completion_tokens} (default: a rough
-      usage: {prompt_tokens: 10, completion_tokens: 5}   #   estimate), delay_s (answer late)
+      usage: {prompt_tokens: 10, completion_tokens: 5}   #   estimate), delay_s (answer late), model (the name answered with)
     - content: null              # an answer with no content at all
     - status: 429                # an HTTP error with an OpenAI-style error body; optional headers,
       headers: {Retry-After: "1"}  #   message
@@ -258,7 +258,7 @@ def _completion(step: dict[str, Any], index: int, body: dict[str, Any]) -> dict[
         "id": f"chatcmpl-scripted-{index}",
         "object": "chat.completion",
         "created": int(time.time()),
-        "model": body.get("model", "scripted"),
+        "model": step.get("model", body.get("model", "scripted")),  # a gateway may answer with its own name
         "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
                      "finish_reason": step.get("finish_reason", "stop")}],
         "usage": usage,

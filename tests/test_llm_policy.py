@@ -18,6 +18,7 @@ from kernopt.agent.base import Critique, SearchState
 from kernopt.agent.critic import LLMCritic
 from kernopt.agent.extract import extract_code, extract_json
 from kernopt.agent.llm import Idea, LLMPolicy, allowed_knobs, parse_plan
+from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult, TimingStats, Verification
 from kernopt.evaluators.static_gate import check_source
@@ -559,3 +560,27 @@ def test_prompts_go_through_litellm_mock_response(task: Task, monkeypatch: pytes
     props = LLMPolicy(model).propose(state, 2)
     assert model.roles == ["planner", "executor", "executor", "executor"]
     assert [c.files["kernel.c"] for c in props] == [INTERCHANGE, TILED]
+
+
+# ---------------------------------------------------------------------------------------- hostile answers (review findings)
+def test_answers_that_break_parsers_never_crash_the_run(task: Task) -> None:
+    from kernopt.agent.search import GreedySearch
+    from kernopt.agent.value import parse_scores
+    from kernopt.config import SearchConfig
+
+    nested = "[" * 5000 + "]" * 5000
+    unbalanced_flags = f"```c kernel.c\n{PARALLEL}```\n```json\n{{\"cflags\": \"-O3 \\\"-march=native\"}}\n```"
+    model = FakeModel(planner=[f'{{"ideas": {nested}}}',
+                               '{"ideas": [{"idea": "split rows across threads", "rationale": "r", "kind": "parallelization"}]}'],
+                      executor=[unbalanced_flags], critic=[nested])
+    state, events = state_for(task)
+    seen: list[Candidate] = []
+
+    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+        seen.append(c)
+        return ok_result(c, 1.5), False
+
+    GreedySearch(SearchConfig(max_candidates=2, batch=1, patience=1), LLMPolicy(model, LLMCritic(model)), evaluate, Hooks()).run(state)
+    assert seen and seen[0].cflags == []  # the unreadable flags were dropped, the code kept
+    assert parse_scores('{"scores": [{"id": "a", "score": 1' + "0" * 400 + "}]}", ["a"]) in (None, [5.0])  # an absurd number: neutral
+    assert parse_scores(nested, ["a"]) is None

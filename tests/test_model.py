@@ -296,3 +296,17 @@ print("OUTSIDE", outside)
     r = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True, timeout=60)
     assert r.returncode == 0, r.stderr[-2000:]
     assert "OUTSIDE []" in r.stdout, r.stdout
+
+
+def test_priced_by_the_model_asked_for_and_usage_never_refunds(llm_server: Any) -> None:
+    # a gateway answering with its own model name must not make a priced model free (--max-usd would
+    # never stop the run), and a server's negative token counts must not lower the spend
+    server = llm_server([{"content": "a", "model": "my-gateway-name", "usage": {"prompt_tokens": 100_000, "completion_tokens": 0}},
+                         {"content": "b", "usage": {"prompt_tokens": -1_000_000, "completion_tokens": -5}}])
+    config = ModelConfig(name="openai/gpt-4o-mini", api_base=server.api_base, api_key_env=KEY_ENV, max_usd=1.0, cache=False)
+    model = LiteLLMModel(config, None, None, **FAST)
+    first = model.complete(MSGS, role="planner")
+    assert first.cost_usd == pytest.approx(100_000 * 0.15e-6)  # litellm's bundled price for gpt-4o-mini input
+    second = model.complete([*MSGS, {"role": "user", "content": "again"}], role="planner")
+    assert (second.prompt_tokens, second.completion_tokens, second.cost_usd) == (0, 0, 0.0)
+    assert model.spend.tokens == 100_000 and model.spend.usd == pytest.approx(first.cost_usd)

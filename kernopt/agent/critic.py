@@ -74,7 +74,11 @@ class LLMCritic:
     def critique(self, state: SearchState, candidate: Candidate, result: EvalResult) -> Critique:
         crit: Critique | None = None
         if result.status != "infra_error":  # not the candidate's doing: nothing to diagnose
-            crit = parse_critique(self._ask(state, candidate, result), candidate, result)
+            answer = self._ask(state, candidate, result)
+            try:
+                crit = parse_critique(answer, candidate, result)
+            except Exception:  # noqa: BLE001 - an untrusted answer that breaks the parser: the fallback below
+                crit = None
         fell_back = crit is None
         crit = crit or fallback_critique(candidate, result)
         state.log("critique", candidate_id=candidate.id, critique=crit.model_dump(), fallback=fell_back)

@@ -184,7 +184,7 @@ def _objects(text: str) -> list[dict[str, Any]]:
         for candidate in (text[i:], re.sub(r",(\s*[}\]])", r"\1", text[i:])):
             try:
                 value, _ = decoder.raw_decode(candidate)
-            except ValueError:
+            except (ValueError, RecursionError):  # RecursionError: thousands of nested brackets
                 continue
             if isinstance(value, dict):
                 out.append(value)

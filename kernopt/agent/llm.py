@@ -129,7 +129,13 @@ def apply_knobs(task: Task, raw: dict[str, Any], allowed: dict[str, Any]) -> tup
             dropped.append(f"bind={raw['bind']!r}")
     if "cflags" in raw:
         flags = raw["cflags"] or []
-        flags = shlex.split(flags) if isinstance(flags, str) else flags if isinstance(flags, list) else [flags]
+        if isinstance(flags, str):
+            try:
+                flags = shlex.split(flags)
+            except ValueError:  # an unbalanced quote: the model's flags are unusable, not the run
+                dropped.append(f"cflags {flags!r}")
+                flags = []
+        flags = flags if isinstance(flags, list) else [flags]
         kept: list[str] = []
         for f in flags:
             if isinstance(f, str) and flag_allowed(task, f):
@@ -235,7 +241,10 @@ class LLMPolicy:
         reason = ""
         for attempt in (1, 2):
             answer = self.model.complete(messages, role=role)
-            value, reason = parse(answer)
+            try:
+                value, reason = parse(answer)
+            except Exception as e:  # noqa: BLE001 - an answer is untrusted input: whatever breaks the parser is an unusable answer
+                value, reason = None, f"the answer could not be read ({type(e).__name__}); answer in the format asked for"
             if value is not None:
                 return value, "", attempt
             messages = [*messages, {"role": "assistant", "content": answer.text},

@@ -104,6 +104,8 @@ class _Base:
         """Up to n proposals refining `parent` (set as state.parent), none already evaluated, no id twice.
         Nothing is asked of the policy once no evaluation may start (an LLM policy's proposals cost money)."""
         self._check_budget()
+        if self.value is None:  # every proposal would be evaluated: never pay for more than can be
+            n = min(n, self.config.max_candidates - self.used)
         state.parent = parent
         seen = state.seen
         fresh: dict[str, Candidate] = {}

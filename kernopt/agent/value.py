@@ -73,7 +73,10 @@ class LLMJudge:
                         "diff": diff(code, c.files.get(kernel, ""), kernel)} for c in candidates],
         )
         completion = self.model.complete([{"role": "user", "content": prompt}], role="judge")
-        scores = parse_scores(completion.text, [c.id for c in candidates], self.NEUTRAL)
+        try:
+            scores = parse_scores(completion.text, [c.id for c in candidates], self.NEUTRAL)
+        except Exception:  # noqa: BLE001 - an untrusted answer that breaks the parser counts as unreadable
+            scores = None
         if scores is None:
             state.log("judge_unreadable", parent=parent.id, text=completion.text[:500])
             return [self.NEUTRAL] * len(candidates)
@@ -92,7 +95,7 @@ def parse_scores(text: str, ids: list[str], neutral: float = LLMJudge.NEUTRAL) -
     for chunk in _json_chunks(text):
         try:
             data = json.loads(chunk)
-        except ValueError:
+        except (ValueError, RecursionError):
             continue
         if isinstance(data, dict):
             data = data.get("scores")
@@ -123,7 +126,7 @@ def _number(x: Any) -> float | None:
         return None
     try:
         v = float(x)
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         return None
     return v if math.isfinite(v) else None
 

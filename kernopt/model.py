@@ -55,6 +55,13 @@ class Spend(BaseModel):
     tokens: int = 0
     calls: int = 0
 
+    def add(self, completion: Completion) -> None:
+        """Count one answer; a cached one cost nothing (the run that first asked paid for it)."""
+        if not completion.cached:
+            self.usd += completion.cost_usd
+            self.tokens += completion.prompt_tokens + completion.completion_tokens
+            self.calls += 1
+
 
 class ModelBudgetExhausted(Exception):
     """The run's USD or token limit is reached: no further model call may start. Not an error: the
@@ -168,9 +175,7 @@ class LiteLLMModel:
             self._log({"role": role, "messages": messages, "error": str(e)})
             raise
         with self._lock:
-            self.spend.usd += completion.cost_usd
-            self.spend.tokens += completion.prompt_tokens + completion.completion_tokens
-            self.spend.calls += 1
+            self.spend.add(completion)
         # The log first: spend is rebuilt from it on resume, and a cached answer counts nothing. A kill
         # between the two costs one repeated request, never uncounted spend.
         self._log({"role": role, "messages": messages, "completion": completion.model_dump()})

@@ -21,7 +21,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
 from kernopt.evaluators.result import EvalResult
-from kernopt.model import Spend
+from kernopt.model import Completion, Spend
 
 
 class RunStore:
@@ -121,11 +121,8 @@ class RunStore:
         """What the run's model calls have cost so far, from the log (answers from the cache cost nothing)."""
         total = Spend()
         for ev in self.events():
-            c = ev.get("completion") if ev.get("type") == "llm" else None
-            if c and not c.get("cached"):
-                total.usd += float(c.get("cost_usd") or 0.0)
-                total.tokens += int(c.get("prompt_tokens") or 0) + int(c.get("completion_tokens") or 0)
-                total.calls += 1
+            if ev.get("type") == "llm" and ev.get("completion"):
+                total.add(Completion.model_validate(ev["completion"]))
         return total
 
     def remeasured(self, candidate_id: str) -> EvalResult | None:

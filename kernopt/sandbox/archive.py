@@ -1,6 +1,6 @@
 """Moving a work directory into and out of a container as tar streams, defensively.
 
-In: the directories and regular files of the host's work directory, owned by the step's uid.
+In: the directories and regular files of the host's work directory (unpacked by the step's uid).
 Out: the tar the step's wrapper makes of its directory, extracted so that nothing in it can write
 outside the destination, create a link or device on the host, or fill the host's disk.
 """
@@ -17,8 +17,9 @@ from pathlib import Path, PurePosixPath
 from typing import Any
 
 
-def pack(workdir: Path, uid: int) -> bytes:
-    """The workdir's directories and regular files as a tar owned by `uid` (links and devices are skipped)."""
+def pack(workdir: Path) -> bytes:
+    """The workdir's directories and regular files as a tar (links and devices are skipped). The step
+    unpacks it as its own unprivileged uid, so the files are that uid's whatever the tar says."""
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         for dirpath, dirnames, filenames in os.walk(workdir):
@@ -28,7 +29,6 @@ def pack(workdir: Path, uid: int) -> bytes:
                 if not (stat.S_ISDIR(st.st_mode) or stat.S_ISREG(st.st_mode)):
                     continue
                 info = tarfile.TarInfo(str(path.relative_to(workdir)))
-                info.uid = info.gid = uid
                 info.mode, info.mtime = stat.S_IMODE(st.st_mode) | 0o600, int(st.st_mtime)
                 if stat.S_ISDIR(st.st_mode):
                     info.type = tarfile.DIRTYPE

@@ -362,7 +362,7 @@ class DockerSession:
 
         def send() -> None:
             try:
-                _send_and_close(sock, pack(workdir, uid))
+                _send_and_close(sock, pack(workdir))
             except Exception:  # the wrapper stopped reading (it found the container not clean): its answer says so
                 pass
 

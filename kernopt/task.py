@@ -1,21 +1,29 @@
-"""Task directories: the `task.toml` model, its loader and its validator.
+"""Task directories: the `task.toml` models, their loader and validator.
 
-A C-family task is a directory with `task.toml`, one editable kernel source and a task-owned
-harness (see docs/tasks.md). Loading never compiles anything; `kernopt task check` does that.
+Two families (see docs/tasks.md):
+- C family (`Task`: openmp, mpi, mpi+openmp, c, cpp, cuda-c): one editable kernel source and a
+  task-owned harness that the trusted driver links.
+- Torch family (`TorchTask`: triton, cuda): a KernelBench-style `reference.py` (`Model`, `get_inputs`,
+  `get_init_inputs`) and an editable `solution.py` whose `ModelNew` uses Triton kernels or CUDA
+  through torch's inline extension loader.
+Loading never compiles or imports anything; `kernopt task check` does that.
 """
 
 from __future__ import annotations
 
 import tomllib
 from pathlib import Path
-from typing import Literal
+from typing import ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from kernopt.errors import TaskError
 
-Target = Literal["openmp", "mpi", "mpi+openmp", "c", "cpp"]
-TARGETS: tuple[str, ...] = ("openmp", "mpi", "mpi+openmp", "c", "cpp")
+Target = Literal["openmp", "mpi", "mpi+openmp", "c", "cpp", "cuda-c"]
+TorchTarget = Literal["triton", "cuda"]
+C_TARGETS: tuple[str, ...] = ("openmp", "mpi", "mpi+openmp", "c", "cpp", "cuda-c")
+TORCH_TARGETS: tuple[str, ...] = ("triton", "cuda")
+TARGETS: tuple[str, ...] = C_TARGETS + TORCH_TARGETS
 
 
 class _Strict(BaseModel):
@@ -76,9 +84,11 @@ class Timing(_Strict):
 class Build(_Strict):
     """Compiler and flags, identical for baseline and candidate (a candidate may add its own)."""
 
-    cc: str | None = Field(None, description="Compiler; default gcc/g++ or mpicc/mpicxx by target.")
+    cc: str | None = Field(None, description="Compiler; default gcc/g++, mpicc/mpicxx or nvcc by target.")
     cflags: list[str] = Field(default_factory=lambda: ["-O3"], description="Flags for every object.")
     ldflags: list[str] = Field(default_factory=lambda: ["-lm"], description="Link flags.")
+    arch: str = Field("sm_90", pattern=r"^sm_[0-9]+a?$", description="cuda-c: the GPU architecture nvcc compiles for "
+                      "when no GPU is present (on a GPU machine, the GPU's own).")
 
 
 class Tunable(_Strict):
@@ -89,7 +99,7 @@ class Tunable(_Strict):
 
 
 class Task(_Strict):
-    """A loaded task directory."""
+    """A loaded C-family task directory."""
 
     name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
     target: Target
@@ -105,9 +115,17 @@ class Task(_Strict):
     tunables: list[Tunable] = Field(default_factory=list)
     root: Path = Field(Path("."), exclude=True, description="The task directory (set by the loader).")
 
+    family: ClassVar[str] = "c"
+
     @property
-    def language(self) -> Literal["c", "cpp"]:
+    def language(self) -> Literal["c", "cpp", "cuda"]:
+        if self.kernel.endswith(".cu"):
+            return "cuda"
         return "cpp" if self.kernel.endswith((".cc", ".cpp", ".cxx")) else "c"
+
+    @property
+    def uses_gpu(self) -> bool:
+        return self.target == "cuda-c"
 
     @property
     def uses_openmp(self) -> bool:
@@ -133,9 +151,146 @@ class Task(_Strict):
     def compiler(self) -> str:
         if self.build.cc:
             return self.build.cc
+        if self.target == "cuda-c":
+            return "nvcc"
         if self.uses_mpi:
             return "mpicxx" if self.language == "cpp" else "mpicc"
         return "g++" if self.language == "cpp" else "gcc"
+
+
+# ---------------------------------------------------------------- torch family
+Shape = dict[str, int]
+
+
+class Shapes(_Strict):
+    """Problem shapes of a torch-family task. A shape gives values to `vars`, module-level integers of
+    reference.py that `get_inputs()` (and `get_init_inputs()`) read; the trusted runner sets them on the
+    reference module before building inputs, exactly as KernelBench files are written."""
+
+    vars: list[str] = Field(min_length=1, description="Module-level ints of reference.py that set the problem shape.")
+    check: list[Shape] = Field(min_length=1, description="Shapes every candidate is verified at (small, odd, edge).")
+    random: dict[str, tuple[int, int]] = Field(default_factory=dict, description="var -> [lo, hi]: drawn at evaluation "
+                                               "time; the other vars keep the first check shape's values.")
+    random_count: int = Field(2, ge=0, description="How many shapes to draw from `random` per evaluation.")
+    timing: Shape = Field(default_factory=dict, description="The shape timed on a GPU; vars left out keep reference.py's values.")
+
+    @model_validator(mode="after")
+    def _consistent(self) -> Shapes:
+        known = set(self.vars)
+        for shape in [*self.check, self.timing]:
+            unknown = set(shape) - known
+            if unknown:
+                raise ValueError(f"shape {shape} sets {sorted(unknown)[0]!r}, which is not in shapes.vars")
+            if any(v <= 0 for v in shape.values()):
+                raise ValueError(f"shape {shape}: values must be positive")
+        for shape in self.check:
+            if set(shape) != known:
+                raise ValueError(f"check shape {shape} must set every var in shapes.vars ({', '.join(self.vars)})")
+        for var, (lo, hi) in self.random.items():
+            if var not in known:
+                raise ValueError(f"random sets {var!r}, which is not in shapes.vars")
+            if not 0 < lo <= hi:
+                raise ValueError(f"random.{var} must be [lo, hi] with 0 < lo <= hi")
+        return self
+
+    def draw(self, rng: object) -> list[Shape]:
+        """`random_count` shapes drawn with `rng` (a random.Random-like object with randint)."""
+        out = []
+        for _ in range(self.random_count if self.random else 0):
+            shape = dict(self.check[0])
+            shape.update({var: rng.randint(lo, hi) for var, (lo, hi) in self.random.items()})  # type: ignore[attr-defined]
+            out.append(shape)
+        return out
+
+
+class Tolerance(_Strict):
+    rtol: float = Field(ge=0)
+    atol: float = Field(ge=0)
+
+
+def _default_tolerances() -> dict[str, Tolerance]:
+    return {"float64": Tolerance(rtol=1e-7, atol=1e-9), "float32": Tolerance(rtol=1e-4, atol=1e-5),
+            "float16": Tolerance(rtol=1e-2, atol=1e-3), "bfloat16": Tolerance(rtol=2e-2, atol=1e-2)}
+
+
+class TorchVerify(_Strict):
+    """How torch-family candidates are checked."""
+
+    seeds: int = Field(5, ge=5, description="Random seeds per shape (at least 5).")
+    tolerances: dict[str, Tolerance] = Field(default_factory=_default_tolerances,
+                                             description="Per output dtype: elementwise rtol/atol (integer and bool outputs must match exactly).")
+    norm_rtol: float | None = Field(None, ge=0, description="Bound on ||out-ref|| / ||ref|| per output; None = the dtype's rtol.")
+    allow_input_mutation: bool = Field(False, description="Whether ModelNew.forward may write its inputs.")
+    allow_torch_ops: list[str] = Field(default_factory=list, description="aten ops the reference uses that candidates may "
+                                       "still call (e.g. 'aten.mm' where only the epilogue is the task).")
+
+    def tolerance(self, dtype: str) -> Tolerance | None:
+        """The tolerance for an output dtype name ('float32', 'torch.float32'); None = exact match."""
+        return self.tolerances.get(dtype.removeprefix("torch."))
+
+
+class TorchTiming(_Strict):
+    """GPU timing: device events, L2 flush, rotated inputs, interleaved processes."""
+
+    rounds: int = Field(5, ge=5, description="Interleaved baseline/candidate process pairs.")
+    reps: int = Field(20, ge=1, description="Timed calls per process.")
+    warmup: int = Field(3, ge=0, description="Untimed calls per process before the timed ones.")
+    rotate: int = Field(4, ge=1, description="Input sets cycled through so repeated calls do not measure the cache.")
+    flush_l2: bool = Field(True, description="Overwrite a buffer larger than L2 before every timed call.")
+    compare_eager: bool = Field(True, description="Also time the reference in eager PyTorch.")
+    compare_compile: bool = Field(True, description="Also time torch.compile of the reference (where it works).")
+    timeout_s: float = Field(300.0, gt=0, description="Wall-clock limit for one timing process (includes extension builds).")
+
+
+class TorchBuild(_Strict):
+    """Where and for what CUDA code is compiled."""
+
+    arch: str = Field("sm_90", pattern=r"^sm_[0-9]+a?$", description="GPU architecture nvcc compiles for when no GPU is present.")
+    timeout_s: float = Field(600.0, gt=0, description="Wall clock for building a candidate's CUDA extension.")
+
+
+class TorchTask(_Strict):
+    """A loaded torch-family task directory (KernelBench-compatible)."""
+
+    family: ClassVar[str] = "torch"
+
+    name: str = Field(pattern=r"^[A-Za-z0-9_.+-]+$")
+    target: TorchTarget
+    description: str = Field(min_length=1)
+    kernel: str = Field("solution.py", description="The editable file; defines ModelNew.")
+    reference: str = Field("reference.py", description="KernelBench-style Model, get_inputs, get_init_inputs (not editable).")
+    shapes: Shapes
+    verify: TorchVerify = TorchVerify()
+    timing: TorchTiming = TorchTiming()
+    build: TorchBuild = TorchBuild()
+    tunables: list[Tunable] = Field(default_factory=list)
+    root: Path = Field(Path("."), exclude=True, description="The task directory (set by the loader).")
+
+    uses_openmp: ClassVar[bool] = False
+    uses_mpi: ClassVar[bool] = False
+    uses_gpu: ClassVar[bool] = True
+    language: ClassVar[str] = "python"
+
+    @property
+    def editable(self) -> list[str]:
+        return [self.kernel]
+
+    @property
+    def functions(self) -> list[str]:
+        return ["ModelNew"]
+
+    @property
+    def signature(self) -> str:
+        return "class ModelNew(torch.nn.Module): same constructor arguments and forward() inputs/outputs as Model in " + self.reference
+
+    def baseline_source(self) -> str:
+        return (self.root / self.kernel).read_text()
+
+    def reference_source(self) -> str:
+        return (self.root / self.reference).read_text()
+
+
+AnyTask = Task | TorchTask
 
 
 def _first_error(exc: ValidationError) -> str:
@@ -151,7 +306,7 @@ def _first_error(exc: ValidationError) -> str:
     return f"{where}: {msg}"
 
 
-def load_task(path: str | Path) -> Task:
+def load_task(path: str | Path) -> AnyTask:
     """Load and statically validate a task directory. Raises TaskError with one precise line."""
     root = Path(path)
     if not root.exists():
@@ -169,18 +324,38 @@ def load_task(path: str | Path) -> Task:
         raise TaskError(f"{toml_path}: cannot read: {e}") from None
     if "root" in raw:
         raise TaskError(f"{toml_path}: root: unknown key (typo?)")
+    target = raw.get("target")
+    if target in TORCH_TARGETS:
+        return _load_torch_task(raw, root, toml_path)
     try:
         task = Task.model_validate({**raw, "root": root.resolve()})
     except ValidationError as e:
         raise TaskError(f"{toml_path}: {_first_error(e)}") from None
-    for label, rel in (("kernel", task.kernel), ("harness", task.harness)):
-        p = root / rel
-        if Path(rel).is_absolute() or ".." in Path(rel).parts:
-            raise TaskError(f"{toml_path}: {label} = {rel!r} must be a path inside the task directory")
-        if not p.is_file():
-            raise TaskError(f"{toml_path}: {label} file {rel!r} does not exist")
+    _check_files(toml_path, root, (("kernel", task.kernel), ("harness", task.harness)))
     if task.kernel == task.harness:
         raise TaskError(f"{toml_path}: kernel and harness must be different files")
     if task.sizes.timing < max(task.sizes.check):
         raise TaskError(f"{toml_path}: sizes.timing ({task.sizes.timing}) is smaller than the largest check size")
     return task
+
+
+def _load_torch_task(raw: dict, root: Path, toml_path: Path) -> TorchTask:
+    try:
+        task = TorchTask.model_validate({**raw, "root": root.resolve()})
+    except ValidationError as e:
+        raise TaskError(f"{toml_path}: {_first_error(e)}") from None
+    _check_files(toml_path, root, (("kernel", task.kernel), ("reference", task.reference)))
+    if task.kernel == task.reference:
+        raise TaskError(f"{toml_path}: kernel and reference must be different files")
+    if not task.kernel.endswith(".py") or not task.reference.endswith(".py"):
+        raise TaskError(f"{toml_path}: kernel and reference of a {task.target} task are Python files (.py)")
+    return task
+
+
+def _check_files(toml_path: Path, root: Path, files: tuple[tuple[str, str], ...]) -> None:
+    for label, rel in files:
+        p = root / rel
+        if Path(rel).is_absolute() or ".." in Path(rel).parts:
+            raise TaskError(f"{toml_path}: {label} = {rel!r} must be a path inside the task directory")
+        if not p.is_file():
+            raise TaskError(f"{toml_path}: {label} file {rel!r} does not exist")

@@ -26,7 +26,7 @@ from kernopt.evaluators.result import EvalResult
 from kernopt.model import Spend
 from kernopt.runs import RunStore
 
-STATUS_STYLE = {"ok": "green", "wrong_answer": "red", "rejected": "magenta", "compile_error": "yellow",
+STATUS_STYLE = {"ok": "green", "unverified": "cyan", "wrong_answer": "red", "rejected": "magenta", "compile_error": "yellow",
                 "runtime_error": "red", "timeout": "yellow", "infra_error": "bold red"}
 
 

@@ -9,7 +9,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import Sandbox
-from kernopt.task import Task
+from kernopt.task import AnyTask
 
 
 class Evaluator(Protocol):
@@ -22,7 +22,11 @@ class Evaluator(Protocol):
     def close(self) -> None: ...
 
 
-def get_evaluator(task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> Evaluator:
+def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> Evaluator:
+    if task.family == "torch":
+        from kernopt.evaluators.torch_family import TorchEvaluator
+
+        return TorchEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]
     from kernopt.evaluators.c_family import CFamilyEvaluator
 
-    return CFamilyEvaluator(task, sandbox, config, workroot)
+    return CFamilyEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]

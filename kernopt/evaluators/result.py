@@ -10,7 +10,9 @@ from pydantic import BaseModel, ConfigDict, Field
 # A candidate is faster only when the rank test's p-value is below this level (see stats.py).
 SIGNIFICANCE = 0.01
 
-Status = Literal["ok", "compile_error", "runtime_error", "timeout", "wrong_answer", "rejected", "infra_error"]
+Status = Literal["ok", "unverified", "compile_error", "runtime_error", "timeout", "wrong_answer", "rejected", "infra_error"]
+# "unverified": built (and for CUDA: its resource report read) but not run, because the target's
+# hardware is not here (a CUDA candidate on a machine without a GPU). Never counts as a speedup.
 
 # Fixed rewards for failures (DESIGN.md: log(speedup) for verified candidates, penalties otherwise).
 PENALTY: dict[str, float] = {
@@ -20,7 +22,27 @@ PENALTY: dict[str, float] = {
     "wrong_answer": -1.5,
     "rejected": -2.0,
     "infra_error": 0.0,
+    "unverified": 0.0,
 }
+
+
+class KernelResources(BaseModel):
+    """What ptxas reports for one compiled GPU kernel (nvcc -Xptxas -v)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    name: str = Field(description="The kernel's (demangled where possible) name.")
+    arch: str = Field("", description="e.g. sm_90")
+    registers: int = 0
+    spill_stores: int = Field(0, description="Bytes of register spill stores.")
+    spill_loads: int = Field(0, description="Bytes of register spill loads.")
+    shared_bytes: int = Field(0, description="Static shared memory per block.")
+    stack_bytes: int = Field(0, description="Stack frame bytes.")
+    constant_bytes: int = 0
+
+    def describe(self) -> str:
+        spills = f", spills {self.spill_stores}/{self.spill_loads} B" if self.spill_stores or self.spill_loads else ", no spills"
+        return f"{self.name}: {self.registers} registers{spills}, {self.shared_bytes} B shared, {self.stack_bytes} B stack"
 
 
 class Verification(BaseModel):
@@ -32,6 +54,9 @@ class Verification(BaseModel):
     seeds: int = Field(0, description="Seeds per size.")
     threads: list[int] = Field(default_factory=list, description="OpenMP thread counts checked.")
     ranks: list[int] = Field(default_factory=list, description="MPI rank counts checked.")
+    shapes: list[dict[str, int]] = Field(default_factory=list, description="Torch family: shapes checked, including drawn ones.")
+    device: str = Field("", description="Torch/CUDA family: where outputs were computed ('NVIDIA H100 80GB HBM3', "
+                        "'cpu (Triton interpreter)', 'none: compiled only').")
     race_check: Literal["clean", "race", "unavailable", "skipped", "not_run"] = "not_run"
     race_detail: str = ""
     max_abs_err: float | None = None
@@ -57,6 +82,17 @@ class TimingStats(BaseModel):
     consistent: bool = Field(True, description="In-process timings agree with the sandbox's wall clock.")
     threads: int | None = None
     ranks: int | None = None
+    device: str = Field("", description="GPU timings: the device name.")
+    eager_median_s: float | None = Field(None, description="GPU: the reference Model in eager PyTorch, timed in the same rounds.")
+    compile_median_s: float | None = Field(None, description="GPU: torch.compile of the reference, where it worked.")
+
+    @property
+    def speedup_vs_eager(self) -> float | None:
+        return self.eager_median_s / self.candidate_median_s if self.eager_median_s else None
+
+    @property
+    def speedup_vs_compile(self) -> float | None:
+        return self.compile_median_s / self.candidate_median_s if self.compile_median_s else None
 
     def describe(self) -> str:
         """One line: speedup, interval and verdict."""
@@ -85,6 +121,7 @@ class EvalResult(BaseModel):
     timing: TimingStats | None = None
     flags: list[str] = Field(default_factory=list, description="Review flags, e.g. 'implausible_speedup'.")
     phase_s: dict[str, float] = Field(default_factory=dict, description="Wall seconds per phase (build, verify, race, time).")
+    resources: list[KernelResources] = Field(default_factory=list, description="CUDA: per-kernel registers, spills, shared memory.")
 
     @property
     def speedup(self) -> float | None:
@@ -110,4 +147,7 @@ class EvalResult(BaseModel):
             "ci": [self.timing.ci_low, self.timing.ci_high] if self.speedup is not None and self.timing else None,
             "significant": self.faster,
             "flags": self.flags,
+            **({"speedup_vs_eager": self.timing.speedup_vs_eager, "speedup_vs_compile": self.timing.speedup_vs_compile}
+               if self.speedup is not None and self.timing and self.timing.eager_median_s else {}),
+            **({"resources": [r.model_dump() for r in self.resources]} if self.resources else {}),
         }

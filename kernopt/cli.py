@@ -231,6 +231,28 @@ def task_check(
         raise typer.Exit(1)
 
 
+@task_app.command("import-kernelbench")
+@user_errors
+def task_import_kernelbench(
+    path: Path = typer.Argument(..., help="A KernelBench problem file (Model, get_inputs, get_init_inputs), or a directory of them."),
+    out_dir: Path = typer.Option(Path("tasks/kernelbench"), "--out", help="Where the task directories are written (one per problem)."),
+    target: str = typer.Option("triton", help="What candidates write: triton, or cuda (through torch's inline extension loader)."),
+    force: bool = typer.Option(False, "--force", help="Overwrite task directories of the same names."),
+) -> None:
+    """Turn KernelBench problem files into task directories (reference.py, solution.py, task.toml)."""
+    from kernopt.kernelbench import import_problems
+
+    written, skipped = import_problems(path, out_dir, target, force)
+    for d in written:
+        out.print(f"[green]imported[/] {d}", highlight=False)
+    for why in skipped:
+        err.print(f"[yellow]skipped[/] {why}", highlight=False)
+    if not written:
+        err.print(f"[bold red]error:[/] {path}: no KernelBench problem files found", highlight=False)
+        raise typer.Exit(2)
+    err.print(f"{len(written)} task(s) written under {out_dir}; next: kernopt task check {written[0]}", highlight=False)
+
+
 # --------------------------------------------------------------------------- sandbox
 @sandbox_app.command("build")
 @user_errors

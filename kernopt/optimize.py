@@ -19,7 +19,8 @@ from kernopt.evaluators.result import EvalResult
 from kernopt.model import Model, get_model
 from kernopt.runs import RunStore
 from kernopt.sandbox import Sandbox, get_sandbox
-from kernopt.task import Task, load_task
+from kernopt.task import AnyTask as Task
+from kernopt.task import load_task
 
 
 def get_policy(name: str, task: Task, model: Model | None = None, tune: bool = False) -> Policy:
@@ -129,4 +130,11 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         if final.status == "ok" and final.timing:
             out.update(best_speedup=final.timing.speedup, best_ci=[final.timing.ci_low, final.timing.ci_high],
                        best_significant=final.faster)
+            if final.timing.eager_median_s:
+                out.update(best_speedup_vs_eager=final.timing.speedup_vs_eager, best_speedup_vs_compile=final.timing.speedup_vs_compile,
+                           device=final.timing.device)
+    untimed = sum(1 for _, r in history if r.status == "unverified" or "no_gpu_timing" in r.flags)
+    if untimed:
+        out["note"] = (f"no GPU here: {untimed} candidate(s) were verified with the Triton interpreter or only compiled (CUDA), "
+                       "and none could be timed, so no speedup is reported for them")
     return out

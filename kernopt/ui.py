@@ -93,11 +93,17 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         sig = "significant" if s.get("best_significant") else "NOT significant on re-measurement"
         console.print(f"[bold]best:[/] {s['best_candidate']} — [bold green]{s['best_speedup']:.2f}x[/] "
                       f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox)", highlight=False)
+        if s.get("best_speedup_vs_eager"):
+            vs_compile = f", {s['best_speedup_vs_compile']:.2f}x vs torch.compile" if s.get("best_speedup_vs_compile") else ""
+            console.print(f"      {s['best_speedup_vs_eager']:.2f}x vs eager PyTorch{vs_compile} on {s.get('device', 'the GPU')}",
+                          highlight=False)
         for step in s.get("best_lineage") or [s.get("best_idea", "")]:
             console.print(f"      + {step}", highlight=False)
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
     else:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
+    if s.get("note"):
+        console.print(f"[yellow]note:[/] {s['note']}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
     console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
     if s.get("spend"):
@@ -114,10 +120,18 @@ def print_eval(console: Console, task: str, r: EvalResult) -> None:
     if v.sizes:
         counts = f"threads {v.threads}" if v.threads else (f"ranks {v.ranks}" if v.ranks else "serial")
         console.print(f"  verified: sizes {v.sizes} × {v.seeds} seeds, {counts}, race check: {v.race_check}", highlight=False)
+    if v.shapes:
+        shapes = "; ".join(", ".join(f"{k}={n}" for k, n in shape.items()) for shape in v.shapes)
+        console.print(f"  verified on {v.device or 'the device'}: shapes [{shapes}] × {v.seeds} seeds", highlight=False)
+    for res in r.resources:
+        console.print(f"  kernel {res.describe()} ({res.arch})", highlight=False)
     if r.timing:
         t = r.timing
-        console.print(f"  timing: baseline {t.baseline_median_s * 1e3:.1f} ms, candidate {t.candidate_median_s * 1e3:.1f} ms "
-                      f"(median of {len(t.candidate_s)}), p={t.p_value:.3g}", highlight=False)
+        console.print(f"  timing: baseline {t.baseline_median_s * 1e3:.3f} ms, candidate {t.candidate_median_s * 1e3:.3f} ms "
+                      f"(median of {len(t.candidate_s)}), p={t.p_value:.3g}" + (f" on {t.device}" if t.device else ""), highlight=False)
+        if t.eager_median_s:
+            vs_compile = f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else ""
+            console.print(f"  vs the reference: {t.speedup_vs_eager:.2f}x vs eager PyTorch{vs_compile}", highlight=False)
     if r.flags:
         console.print(f"  flags: {', '.join(r.flags)}")
     if r.log and r.status != "ok":

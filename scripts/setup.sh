@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what kernopt needs on Debian/Ubuntu and creates .venv with kernopt in it.
-# Usage: scripts/setup.sh [--dev]   (--dev adds the test tools)
+# Usage: scripts/setup.sh [--dev]   (--dev adds the test tools and the torch/triton extra the GPU-target
+# tests need; without an NVIDIA GPU that is the pinned CPU build of torch, and Triton runs in its interpreter)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -25,6 +26,9 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 extra=""
-[ "${1:-}" = "--dev" ] && extra="[dev]"
+[ "${1:-}" = "--dev" ] && extra="[dev,gpu]"
+if [ -n "$extra" ] && ! command -v nvidia-smi >/dev/null; then
+  echo "setup: no NVIDIA GPU here: GPU targets are verified with the Triton interpreter / compiled only, never timed"
+fi
 .venv/bin/python -m pip install -q --disable-pip-version-check -e ".${extra}"
 echo "setup: ready ($(.venv/bin/kernopt --version))"

@@ -79,3 +79,21 @@ def build_c_program(bins: Path, name: str, source: str) -> Path:
         src.write_text(source)
         subprocess.run(["gcc", "-O1", "-pthread", "-o", str(exe), str(src)], check=True)
     return exe
+
+
+def _gpu_available() -> bool:
+    if shutil.which("nvidia-smi") is None:
+        return False
+    try:
+        return subprocess.run(["nvidia-smi", "-L"], capture_output=True, timeout=30).returncode == 0
+    except (OSError, subprocess.TimeoutExpired):
+        return False
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Tests marked `gpu` need an NVIDIA GPU: skipped, with the reason, where there is none (CI)."""
+    gpu_items = [item for item in items if item.get_closest_marker("gpu")]
+    if gpu_items and not _gpu_available():
+        skip = pytest.mark.skipif(True, reason="needs an NVIDIA GPU (nvidia-smi -L finds none)")
+        for item in gpu_items:
+            item.add_marker(skip)

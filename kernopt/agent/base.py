@@ -11,7 +11,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
-from kernopt.task import Task
+from kernopt.task import AnyTask as Task
 
 
 @dataclass

@@ -30,11 +30,14 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
         "status": result.status, "reason": one_line(result.reason, 800), "log": clip(result.log, log_chars),
         "race_check": v.race_check, "race_detail": clip(v.race_detail, log_chars // 2),
         "verification": {"sizes": v.sizes, "seeds": v.seeds, "threads": v.threads, "ranks": v.ranks,
-                         "max_abs_err": v.max_abs_err, "max_rel_norm_err": v.max_rel_norm_err},
+                         "max_abs_err": v.max_abs_err, "max_rel_norm_err": v.max_rel_norm_err,
+                         "shapes": v.shapes, "device": v.device},
+        "resources": [r.describe() for r in result.resources],
         "timing": None if t is None else {
             "speedup": t.speedup, "ci_low": t.ci_low, "ci_high": t.ci_high, "p_value": t.p_value,
             "baseline_median_s": t.baseline_median_s, "candidate_median_s": t.candidate_median_s,
-            "threads": t.threads, "ranks": t.ranks, "significant": t.significant},
+            "threads": t.threads, "ranks": t.ranks, "significant": t.significant, "device": t.device,
+            "speedup_vs_eager": t.speedup_vs_eager, "speedup_vs_compile": t.speedup_vs_compile},
         "phase_s": dict(result.phase_s), "flags": list(result.flags),
     }
 

@@ -13,6 +13,7 @@ the file's block was complete before the cut.
 
 from __future__ import annotations
 
+import ast
 import json
 import re
 from collections.abc import Sequence
@@ -27,6 +28,8 @@ _EXT = r"(?:c|h|cc|cpp|cxx|c\+\+|hpp|hh|hxx|cu|cuh|py|f90|f|s)"
 _FILE = re.compile(rf"(?<![\w./-])([A-Za-z0-9_][\w./-]*\.{_EXT})(?![\w+-])")
 _FIRST_LINE_NAME = re.compile(rf"^\s*(?://|/\*|#|--)\s*(?:file(?:name)?\s*[:=]\s*)?([\w./-]+\.{_EXT})\s*(?:\*/)?\s*$", re.I)
 _CODE_LANGS = {"", "c", "h", "cpp", "c++", "cc", "cxx", "hpp", "cuda", "cu", "objective-c", "clike", "c99", "c11", "gnu"}
+_PY_LANGS = {"", "python", "py", "python3"}
+_PY_START = re.compile(r"^\s*(import\b|from\b|class\b|def\b|@|#|\"\"\")")
 _CODE_START = re.compile(r"^\s*(#|//|/\*|static\b|void\b|double\b|float\b|int\b|long\b|unsigned\b|size_t\b|const\b|"
                          r"inline\b|extern\b|typedef\b|struct\b|template\b|namespace\b|using\b|auto\b|char\b|bool\b)")
 
@@ -118,10 +121,23 @@ def _same_file(name: str, filename: str) -> bool:
     return a == b or a.name == b.name
 
 
+def _is_python(filename: str) -> bool:
+    return filename.endswith(".py")
+
+
 def _problem(code: str, filename: str, functions: Sequence[str]) -> str | None:
-    """Why the chosen code cannot be the file: missing functions, unbalanced braces."""
+    """Why the chosen code cannot be the file: missing functions (classes, for Python), unbalanced
+    braces, Python that does not parse."""
     if not code.strip():
         return f"the block for {filename} is empty"
+    if _is_python(filename):
+        try:
+            tree = ast.parse(code)
+        except SyntaxError as e:
+            return f"{filename} does not parse as Python (line {e.lineno}: {e.msg})"
+        defined = {n.name for n in tree.body if isinstance(n, (ast.ClassDef, ast.FunctionDef))}
+        missing = [f for f in functions if f not in defined]
+        return f"{filename} must define {', '.join(missing)}, but the code does not" if missing else None
     bare = strip_comments_and_strings(code)
     missing = [f for f in functions if not re.search(rf"\b{re.escape(f)}\s*\([^;{{}}]*\)\s*\{{", bare)]
     if missing:
@@ -136,7 +152,10 @@ def extract_code(text: str | None, filename: str, functions: Sequence[str] = (),
     """The new contents of `filename` from a model answer. `functions`: names the file must define.
     `truncated`: the model stopped because it ran out of tokens (finish_reason "length")."""
     text = text or ""
-    whole = f"answer with the complete {filename} in one fenced code block (```c {filename})"
+    python = _is_python(filename)
+    lang = "python" if python else "c"
+    code_langs, code_start = (_PY_LANGS, _PY_START) if python else (_CODE_LANGS, _CODE_START)
+    whole = f"answer with the complete {filename} in one fenced code block (```{lang} {filename})"
     cut = f"the answer was cut off before {filename} was complete; {whole}, with no explanation"
     if not text.strip():
         return Extraction(reason=f"the answer is empty; {whole}", problem="empty")
@@ -145,12 +164,12 @@ def extract_code(text: str | None, filename: str, functions: Sequence[str] = (),
         if truncated:
             return Extraction(reason=cut, problem="truncated")
         first = next((ln for ln in text.splitlines() if ln.strip()), "")
-        if _CODE_START.match(first) and _problem(text, filename, functions) is None:
+        if code_start.match(first) and _problem(text, filename, functions) is None:
             return Extraction(code=text.strip() + "\n")
         return Extraction(reason=f"the answer has no code block; {whole}", problem="no_code")
     named = [b for b in found if b.name and _same_file(b.name, filename)]
     others = sorted({b.name for b in found if b.name and not _same_file(b.name, filename)})
-    unnamed = [b for b in found if not b.name and b.lang in _CODE_LANGS]
+    unnamed = [b for b in found if not b.name and b.lang in code_langs]
     pool = named or unnamed
     if any(not b.complete for b in pool):
         return Extraction(reason=cut, ignored=others, problem="truncated")
@@ -161,7 +180,7 @@ def extract_code(text: str | None, filename: str, functions: Sequence[str] = (),
             return Extraction(reason=f"the answer is a diff; {whole}, not a diff", ignored=others, problem="diff")
         if others:
             return Extraction(reason=f"the answer has {', '.join(others)} but not {filename}; {whole}", ignored=others, problem="wrong_file")
-        return Extraction(reason=f"the answer has no C code block; {whole}", ignored=others, problem="no_code")
+        return Extraction(reason=f"the answer has no {'Python' if python else 'C'} code block; {whole}", ignored=others, problem="no_code")
     if named:
         chosen = named[-1]
     else:

@@ -26,9 +26,10 @@ from kernopt.agent.base import Critic, Critique, SearchState
 from kernopt.agent.extract import extract_code, extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators.static_gate import check_source
+from kernopt.evaluators import static_check
 from kernopt.model import Completion, Message, Model
 from kernopt.prompts import knobs, one_line, outcome, render, shared
-from kernopt.task import Task
+from kernopt.task import AnyTask as Task
 
 KINDS = ("parallelization", "vectorization", "tiling", "memory", "communication", "algorithm", "flags", "knobs", "other")
 # Extra compiler flags offered to the executor; only those the static gate accepts for the task are shown.
@@ -58,8 +59,10 @@ def kinds_for(task: Task) -> list[str]:
     drop = set()
     if not task.uses_mpi:
         drop.add("communication")
-    if not (task.uses_mpi or task.uses_openmp):
+    if not (task.uses_mpi or task.uses_openmp or task.uses_gpu):
         drop.add("parallelization")
+    if task.uses_gpu:
+        drop.add("flags")
     return [k for k in KINDS if k not in drop]
 
 
@@ -100,12 +103,15 @@ def flag_allowed(task: Task, flag: str) -> bool:
 
 def allowed_knobs(task: Task, cores: int) -> dict[str, Any]:
     """The knob values the executor may set for this task (what the evaluator understands)."""
+    defines = {t.name: [str(v) for v in t.values] for t in task.tunables}
+    if task.uses_gpu:  # GPU targets: only the task's tunables (block sizes, warps, stages, launch macros)
+        return {"cflags": [], "threads": [], "ranks": [], "bind": [], "defines": defines}
     counts = list(range(1, max(cores, 1) + 1))
     bind = [*(["close", "spread"] if task.uses_openmp else []), *(["core", "none"] if task.uses_mpi else [])]
     return {"cflags": [f for f in FLAG_MENU if flag_allowed(task, f)],
             "threads": sorted({*counts, task.timing.threads}) if task.uses_openmp else [],
             "ranks": sorted({*counts, task.timing.ranks}) if task.uses_mpi else [],
-            "bind": bind, "defines": {t.name: [str(v) for v in t.values] for t in task.tunables}}
+            "bind": bind, "defines": defines}
 
 
 def apply_knobs(task: Task, raw: dict[str, Any], allowed: dict[str, Any]) -> tuple[dict[str, Any], list[str]]:
@@ -341,7 +347,7 @@ class LLMPolicy:
             prior = state.result_of(cand.id)
             was = f" and evaluated ({outcome(prior)})" if prior else ""
             return None, f"this exact candidate ({cand.id}) was already proposed{was}; make a different change", dropped
-        gate = check_source(task, cand)
+        gate = static_check(task, cand)
         if gate is not None:
             return None, f"the static gate would reject it: {gate}", dropped
         return cand, "", dropped

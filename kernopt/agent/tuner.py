@@ -13,7 +13,8 @@ from dataclasses import dataclass, field
 from kernopt.agent.base import SearchState
 from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
 from kernopt.candidate import Candidate
-from kernopt.task import Task
+from kernopt.evaluators.knobs import declared_knobs
+from kernopt.task import AnyTask, Task
 
 _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
           ("-funroll-loops", 50.0, "unroll loops (-funroll-loops)"),
@@ -59,9 +60,13 @@ class TunerPolicy:
         return out
 
 
-def all_moves(task: Task, parent: Candidate, cores: int) -> list[Move]:
-    """Every single-step move applicable to the parent, unsorted."""
+def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
+    """Every single-step move applicable to the parent, unsorted. GPU targets (Triton, CUDA) get their
+    declared tunables only: block sizes, num_warps, num_stages, launch-configuration macros."""
     source = parent.files.get(task.kernel, "")
+    if task.uses_gpu:
+        return tunable_moves(task, parent)
+    assert isinstance(task, Task)
     moves: list[Move] = []
     if task.uses_openmp and task.language == "c" and source:
         moves += pragma_moves(task.kernel, source, parent.files)
@@ -198,7 +203,13 @@ def bind_moves(parent: Candidate, options: tuple[tuple[str, float], ...]) -> lis
     return [Move(score, f"bind {value}", {"bind": value}) for value, score in options if parent.bind != value]
 
 
-def tunable_moves(task: Task, parent: Candidate) -> list[Move]:
-    """Each task tunable value as a -D define, in the order the task lists them."""
+def tunable_moves(task: AnyTask, parent: Candidate) -> list[Move]:
+    """Each task tunable value, in the order the task lists them: a -D define for C and CUDA-C, a value
+    written into the source for Python solutions (skipped when the parent's source no longer declares it)."""
+    if task.family == "torch":
+        declared = declared_knobs(parent.files.get(task.kernel, ""))
+        tunables = [t for t in task.tunables if t.name in declared]
+    else:
+        tunables = list(task.tunables)
     return [Move(58.0, f"set {t.name}={v}", {"defines": {**parent.defines, t.name: str(v)}})
-            for t in task.tunables for v in t.values if parent.defines.get(t.name) != str(v)]
+            for t in tunables for v in t.values if parent.defines.get(t.name) != str(v)]

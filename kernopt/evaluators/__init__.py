@@ -22,6 +22,23 @@ class Evaluator(Protocol):
     def close(self) -> None: ...
 
 
+def static_check(task: AnyTask, candidate: Candidate) -> str | None:
+    """The static gate for the task's family, as the evaluator applies it first: None, or why the candidate
+    would be rejected before anything is built or run (one line)."""
+    if task.family == "torch":
+        from kernopt.evaluators.knobs import KnobError, apply_knobs
+        from kernopt.evaluators.py_gate import check_python_source
+
+        try:
+            source = apply_knobs(candidate.files.get(task.kernel, ""), candidate.defines)
+        except KnobError as e:
+            return str(e)
+        return check_python_source(task, source)  # type: ignore[arg-type]
+    from kernopt.evaluators.static_gate import check_source
+
+    return check_source(task, candidate)  # type: ignore[arg-type]
+
+
 def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> Evaluator:
     if task.family == "torch":
         from kernopt.evaluators.torch_family import TorchEvaluator

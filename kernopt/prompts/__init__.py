@@ -101,24 +101,34 @@ def best_so_far(history: list[tuple[Candidate, EvalResult]], gamma: float = 1.0)
 def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str, Any]:
     """Variables every template gets.
 
-    task:     name, target, description, kernel (the editable file), signature, functions, language
-    hardware: target, cores, compiler, cflags (every object's), ldflags, threads / ranks (timing
-              defaults), verify_threads / verify_ranks, fast_math_allowed, timing_size, check_sizes
+    task:     name, target, description, kernel (the editable file), signature, functions, language,
+              family ("c" or "torch"), reference (torch family: reference.py's text)
+    hardware: C family: target, cores, gpu, compiler, cflags (every object's), ldflags, threads / ranks
+              (timing defaults), verify_threads / verify_ranks, fast_math_allowed, timing_size, check_sizes;
+              torch family: target, cores, gpu, timing_shape, check_shapes, random_vars, tolerances
     history:  the last `last` evaluated candidates, oldest first: id, parent, idea, author, status,
               outcome (speedup with interval, or the failure reason), critique (a diagnosis or "")
     best:     best_so_far(history, gamma): reward, speedup, id, idea, gamma
     """
     task = state.task
-    base_flags = [*task.build.cflags, *(["-fopenmp"] if task.uses_openmp else [])]
-    hardware = {
-        "target": task.target, "cores": state.cores, "compiler": task.compiler, "cflags": base_flags,
-        "ldflags": list(task.build.ldflags), "threads": task.timing.threads if task.uses_openmp else None,
-        "ranks": task.timing.ranks if task.uses_mpi else None,
-        "verify_threads": list(task.verify.threads) if task.uses_openmp else [],
-        "verify_ranks": list(task.verify.ranks) if task.uses_mpi else [],
-        "fast_math_allowed": task.verify.allow_fast_math, "timing_size": task.sizes.timing,
-        "check_sizes": list(task.sizes.check),
-    }
+    if task.family == "torch":
+        hardware: dict[str, Any] = {
+            "target": task.target, "cores": state.cores, "gpu": True,
+            "timing_shape": task.shapes.timing or "reference.py's own values",
+            "check_shapes": [dict(s) for s in task.shapes.check], "random_vars": sorted(task.shapes.random),
+            "tolerances": {k: f"rtol {t.rtol:g}, atol {t.atol:g}" for k, t in task.verify.tolerances.items()},
+        }
+    else:
+        base_flags = [*task.build.cflags, *(["-fopenmp"] if task.uses_openmp else [])]
+        hardware = {
+            "target": task.target, "cores": state.cores, "gpu": task.uses_gpu, "compiler": task.compiler, "cflags": base_flags,
+            "ldflags": list(task.build.ldflags), "threads": task.timing.threads if task.uses_openmp else None,
+            "ranks": task.timing.ranks if task.uses_mpi else None,
+            "verify_threads": list(task.verify.threads) if task.uses_openmp else [],
+            "verify_ranks": list(task.verify.ranks) if task.uses_mpi else [],
+            "fast_math_allowed": task.verify.allow_fast_math, "timing_size": task.sizes.timing,
+            "check_sizes": list(task.sizes.check),
+        }
     history = []
     for cand, res in state.history[-last:] if last > 0 else []:
         crit = state.critiques.get(cand.id)
@@ -128,7 +138,8 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
     return {
         "task": {"name": task.name, "target": task.target, "description": task.description.strip(),
                  "kernel": task.kernel, "signature": task.signature, "functions": list(task.functions),
-                 "language": task.language},
+                 "language": task.language, "family": task.family,
+                 "reference": task.reference_source() if task.family == "torch" else ""},
         "hardware": hardware,
         "history": history,
         "best": best_so_far(state.history, gamma),

@@ -123,16 +123,24 @@ def check_source(task: Task, candidate: Candidate) -> str | None:
     for name, value in candidate.defines.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"[A-Za-z0-9_.+-]*", value):
             return f"define {name}={value} is not a plain identifier and value"
+    return check_text(src)
+
+
+def check_text(src: str, includes: frozenset[str] | None = None) -> str | None:
+    """Return why a C/C++/CUDA source text is rejected, or None. `includes`: the headers it may
+    `#include <...>` (None: any <system> header). Shared with the Python gate's CUDA sources."""
     # Read the text the way the preprocessor does: spliced lines, digraph and trigraph '#'.
     spliced = re.sub(r"\\\r?\n", "", src).replace("%:", "#").replace("??=", "#")
     code = strip_comments_and_strings(spliced)
     original_lines = spliced.splitlines()
     for m in _INCLUDE.finditer(code):
         target = m.group(2).strip()
-        if m.group(1) != "include" or not _SYSTEM_HEADER.match(target) or ".." in target:
+        allowed = _SYSTEM_HEADER.match(target) and ".." not in target and (includes is None or target[1:-1] in includes)
+        if m.group(1) != "include" or not allowed:
             line_no = code.count("\n", 0, m.start())
             shown = original_lines[line_no].strip() if line_no < len(original_lines) else m.group(0).strip()
-            return f"{shown[:80]} is not allowed: kernels may #include only <system> headers"
+            which = "<system> headers" if includes is None else "<" + ">, <".join(sorted(includes)) + ">"
+            return f"{shown[:80]} is not allowed: kernels may #include only {which}"
     if re.search(r"#\s*pragma\s+(weak|redefine_extname)", code):
         return "symbol-renaming pragmas are not allowed in a kernel"
     if re.search(r"#\s*pragma\s+GCC\s+(optimize|push_options|target)", code):

@@ -1,0 +1,446 @@
+"""The torch-family evaluator (targets triton and cuda): static gate, build, verify, time.
+
+Every process runs in the sandbox, one per role (kernopt/evaluators/torch/runner.py): the reference
+(Model: truth), the candidate (its ModelNew, knobs applied), the baseline (the task's solution.py as
+given, trusted: never gated or fallback-checked) and, when timing on a GPU, eager and torch.compile
+versions of the reference. This module decides what to run and judges the files the runner wrote.
+
+Without a GPU: a triton candidate is verified under the Triton interpreter on CPU tensors (status ok,
+flag no_gpu_timing, no timing); a cuda candidate is only compiled with nvcc (status unverified, its
+kernels' resources recorded). A CPU or interpreter timing is never reported as a speedup.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import secrets
+import shutil
+import sys
+import time
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from importlib import resources
+from pathlib import Path
+from typing import Any
+
+from kernopt.candidate import Candidate
+from kernopt.config import EvalConfig
+from kernopt.errors import InfraError
+from kernopt.evaluators.knobs import KnobError, apply_knobs
+from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
+from kernopt.evaluators.torch_compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
+from kernopt.sandbox import ExecResult, Limits, Sandbox
+from kernopt.task import TorchTask
+
+PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the sandbox runs
+STARTUP_S = 60.0  # added to config.verify_timeout_s: Python, torch and triton imports, a CUDA context, JIT compiles
+INTERPRETER = "cpu (Triton interpreter)"
+PROBE = """
+import json, sys
+try:
+    import torch
+except Exception as e:
+    print(json.dumps({"error": f"{type(e).__name__}: {e}"})); sys.exit(0)
+info = {"torch": torch.__version__, "cuda": torch.cuda.is_available()}
+try:
+    import triton
+    info["triton"] = triton.__version__
+except Exception:
+    info["triton"] = None
+if info["cuda"]:
+    p = torch.cuda.get_device_properties(0)
+    info.update(name=p.name, cap=[p.major, p.minor], l2=int(getattr(p, "L2_cache_size", 0)))
+print(json.dumps(info))
+"""
+
+
+class _Fail(Exception):
+    """Ends an evaluation early with a verdict."""
+
+    def __init__(self, status: str, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+@dataclass(frozen=True)
+class Device:
+    """What the sandbox's Python sees, probed once per evaluator."""
+
+    cuda: bool
+    name: str
+    arch: str = ""
+    l2_bytes: int = 0
+
+    @property
+    def label(self) -> str:
+        return self.name if self.cuda else INTERPRETER
+
+
+def runner_source() -> Path:
+    return Path(str(resources.files("kernopt.evaluators") / "torch" / "runner.py"))
+
+
+def _tail(text: str, lines: int = 25) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def _exit(r: ExecResult) -> str:
+    return f"killed by signal {-r.returncode}" if r.returncode is not None and r.returncode < 0 else f"exited with code {r.returncode}"
+
+
+_PHASE = {"import": "importing solution.py", "init": "ModelNew(...)", "call": "ModelNew.forward", "inputs": "get_inputs()",
+          "reference": "the reference", "compile": "torch.compile"}
+
+
+def _seed() -> int:
+    return secrets.randbits(62)
+
+
+class TorchEvaluator:
+    """Verifies (and on a GPU times) torch-family candidates of one task in one sandbox."""
+
+    def __init__(self, task: TorchTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
+        self.task, self.sandbox, self.config, self.workroot = task, sandbox, config, workroot
+        self.python = os.environ.get(PYTHON_ENV) or (sys.executable if sandbox.name == "local" else "python3")
+        self.workroot.mkdir(parents=True, exist_ok=True)
+        os.chmod(self.workroot, 0o755)
+        self._device: Device | None = None
+        self._sb: Sandbox = sandbox
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One sandbox session (docker: one container) for everything one evaluation runs."""
+        with self.sandbox.session(self.workroot) as sb:
+            self._sb = sb
+            try:
+                yield
+            finally:
+                self._sb = self.sandbox
+
+    # ---------------------------------------------------------------- processes
+    def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None, memory_mb: int | None = -1) -> ExecResult:
+        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
+        r = self._sb.run(cmd, cwd, limits, env or {})
+        if r.returncode is None and not r.timed_out:
+            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]} (set {PYTHON_ENV} to a Python with "
+                             "torch and triton that the sandbox user can run)")
+        return r
+
+    def _new_dir(self, label: str) -> Path:
+        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
+        d.mkdir(parents=True)
+        os.chmod(d, 0o755)
+        return d
+
+    def device(self) -> Device:
+        """Probe the sandbox once: is torch there, and is there a GPU?"""
+        if self._device is None:
+            d = self._new_dir("probe")
+            try:
+                r = self._run([self.python, "-c", PROBE], d, 120.0, memory_mb=None)
+                try:
+                    info = json.loads(r.stdout.strip().splitlines()[-1])
+                except (json.JSONDecodeError, IndexError):
+                    raise InfraError(f"probing torch in the sandbox failed ({_exit(r)}): {_tail(r.stderr, 3)}") from None
+            finally:
+                shutil.rmtree(d, ignore_errors=True)
+            if "error" in info:
+                raise InfraError(f"torch is not importable by the sandbox's Python ({self.python}): {info['error']}; "
+                                 f"install it there or set {PYTHON_ENV}")
+            if self.task.target == "triton" and not info.get("triton"):
+                raise InfraError(f"triton is not importable by the sandbox's Python ({self.python})")
+            if info.get("cuda"):
+                major, minor = info.get("cap", [0, 0])
+                self._device = Device(True, str(info.get("name", "GPU")), f"sm_{major}{minor}", int(info.get("l2", 0)))
+            else:
+                self._device = Device(False, "cpu")
+        return self._device
+
+    def run_role(self, role: str, mode: str, job: dict[str, Any], timeout: float, source: str | None = None,
+                 ext: Path | None = None, carry: dict[str, Path] | None = None) -> tuple[RunnerRun, Path, ExecResult]:
+        """Run the trusted runner once, in a fresh directory; returns the parsed result, the directory, the exec result.
+        `ext`: a built TORCH_EXTENSIONS_DIR to reuse; `carry`: caches of an earlier process of the same role."""
+        dev = self.device()
+        d = self._new_dir(f"{role}-{mode}")
+        shutil.copy(runner_source(), d / "runner.py")
+        shutil.copy(self.task.root / self.task.reference, d / "reference.py")
+        if source is not None:
+            (d / "solution.py").write_text(source)
+        if ext is not None:
+            shutil.copytree(ext, d / "ext")
+        for name, src in (carry or {}).items():
+            if src.is_dir():
+                shutil.copytree(src, d / name)
+        nonce = secrets.token_hex(16)
+        full = {"role": role, "mode": mode, "device": "cuda" if dev.cuda else "cpu", "reference": "reference.py",
+                "source": "solution.py", "result": "result.jsonl", "prebuilt": ext is not None, **job, "nonce": nonce}
+        (d / "job.json").write_text(json.dumps(full))
+        env = {"HOME": str(d), "USER": "kernopt", "LOGNAME": "kernopt", "TRITON_CACHE_DIR": str(d / ".triton"),
+               "TORCH_EXTENSIONS_DIR": str(d / "ext"), "TORCHINDUCTOR_CACHE_DIR": str(d / ".inductor")}
+        if not dev.cuda:
+            env["TRITON_INTERPRET"] = "1"
+        for var in ("CUDA_VISIBLE_DEVICES", *(("CUDA_HOME",) if self.sandbox.name == "local" else ())):
+            if var in os.environ:
+                env[var] = os.environ[var]
+        try:
+            r = self._run([self.python, "-I", "-B", "runner.py", "job.json"], d, timeout, env, memory_mb=None if dev.cuda else -1)
+        finally:
+            os.chmod(d, 0o700)  # its files stay out of reach of every later sandboxed run
+        return read_run(d / "result.jsonl", nonce), d, r
+
+    def _check(self, run: RunnerRun, r: ExecResult, where: str, timeout: float, status_on_error: str = "runtime_error") -> None:
+        """A candidate process that did not finish cleanly is a verdict."""
+        if r.timed_out:
+            raise _Fail("timeout", f"timed out after {timeout:.0f}s at {where}", _tail(r.stderr))
+        err = run.error
+        if err is not None:
+            shape = f" [{describe_shape(err['shape'])}, seed {err.get('seed', '-')}]" if isinstance(err.get("shape"), dict) else ""
+            phase = str(err.get("phase", ""))
+            msg = str(err.get("error", ""))[:400]
+            log = str(err.get("trace", ""))[-3000:] + _tail(r.stderr, 10)
+            if "Error building extension" in str(err.get("trace", "")) and self.task.target == "cuda":
+                raise _Fail("compile_error", f"the CUDA extension does not build: {msg}", log)
+            raise _Fail(status_on_error, f"{_PHASE.get(phase, phase)} raised {msg}{shape} at {where}", log)
+        if not r.ok or not run.complete:
+            why = _exit(r) if not r.ok else "exited before the runner finished"
+            raise _Fail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr + r.stdout))
+
+    def _cleanup(self, *dirs: Path | None) -> None:
+        if not self.config.keep_workdirs:
+            for d in dirs:
+                if d is not None:
+                    shutil.rmtree(d, ignore_errors=True)
+
+    # ---------------------------------------------------------------- evaluate
+    def evaluate(self, candidate: Candidate) -> EvalResult:
+        """Static gate, build, correctness sweep, interleaved GPU timing. Never raises for candidate faults."""
+        with self.session():
+            return self._evaluate(candidate)
+
+    def prepare(self, candidate: Candidate) -> tuple[str, bool]:
+        """The source to run (knobs applied) and whether it is the trusted baseline. Raises _Fail."""
+        source = candidate.files.get(self.task.kernel)
+        if source is None:
+            raise _Fail("rejected", f"candidate has no {self.task.kernel}")
+        _syntax(self.task.kernel, source)
+        try:
+            source = apply_knobs(source, candidate.defines)
+        except KnobError as e:
+            raise _Fail("rejected", str(e)) from None
+        _syntax(self.task.kernel, source)
+        trusted = source == self.task.baseline_source()
+        if not trusted:
+            gate = _optional("py_gate")
+            why = gate.check_python_source(self.task, source) if gate is not None else None
+            if why:
+                raise _Fail("rejected", why)
+        return source, trusted
+
+    def _evaluate(self, candidate: Candidate) -> EvalResult:
+        phases: dict[str, float] = {}
+        ver = Verification()
+        resources_: list[KernelResources] = []
+        t = time.monotonic()
+        ext: Path | None = None
+        try:
+            source, trusted = self.prepare(candidate)
+            dev = self.device()
+            ver.device = dev.label if self.task.target == "triton" or dev.cuda else "none (compiled only)"
+            if self.task.target == "cuda":
+                resources_ = self._nvcc_resources(source, dev)
+                if not dev.cuda:
+                    phases["build"] = time.monotonic() - t
+                    return self._unverified(candidate, resources_, ver, phases)
+                ext = self._build(source)
+            phases["build"] = time.monotonic() - t
+            t = time.monotonic()
+            self.verify(source, ver, check_ops=not trusted, ext=ext)
+            phases["verify"] = time.monotonic() - t
+            if not dev.cuda:
+                return EvalResult(candidate_id=candidate.id, status="ok", verification=ver, phase_s=phases, flags=["no_gpu_timing"],
+                                  reason=f"verified with the Triton interpreter at {len(ver.shapes)} shapes x {ver.seeds} seeds; "
+                                         "no GPU here, so no timing")
+            t = time.monotonic()
+            timing = self.time(source, self.task.timing.rounds if self.config.rounds is None else self.config.rounds, ext=ext)
+            ver.timed_outputs_checked = True
+            phases["time"] = time.monotonic() - t
+            return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
+                              timing=timing, flags=self._flags(timing), phase_s=phases, resources=resources_)
+        except _Fail as f:
+            phases["last"] = time.monotonic() - t
+            return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
+                              verification=ver, phase_s=phases, resources=resources_)
+        finally:
+            self._cleanup(ext.parent if ext is not None else None)
+
+    def _flags(self, timing: TimingStats) -> list[str]:
+        flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
+        return flags + ([] if timing.consistent else ["timing_inconsistent"])
+
+    # ---------------------------------------------------------------- cuda: build and resources
+    def _nvcc_resources(self, source: str, dev: Device) -> list[KernelResources]:
+        """Compile the CUDA sources with nvcc for their ptxas report. Without a GPU this is the whole
+        evaluation (a failure is a compile_error); on a GPU load_inline is the authority, so a failure
+        here only means no report."""
+        gate, nvcc = _optional("py_gate"), _optional("nvcc")
+        if gate is None or nvcc is None:
+            if dev.cuda:
+                return []
+            raise InfraError("kernopt.evaluators.py_gate and nvcc are needed to compile cuda candidates without a GPU")
+        sources = gate.cuda_sources(source)
+        if isinstance(sources, str):
+            raise _Fail("rejected", sources)
+        d = self._new_dir("nvcc")
+        try:
+            outcome = nvcc.compile_cuda_sources(sources, dev.arch if dev.cuda else self.task.build.arch,
+                                                lambda cmd, cwd, timeout: self._run(cmd, cwd, timeout, memory_mb=None), d, self.task.build.timeout_s)
+        finally:
+            self._cleanup(d)
+        if not outcome.ok and not dev.cuda:
+            if outcome.error.startswith("nvcc not found"):
+                raise InfraError(outcome.error)
+            raise _Fail("compile_error", f"CUDA source does not compile: {outcome.error or 'nvcc failed'}", _tail(outcome.log))
+        return list(outcome.resources) if outcome.ok else []
+
+    def _unverified(self, candidate: Candidate, res: list[KernelResources], ver: Verification, phases: dict[str, float]) -> EvalResult:
+        nvcc = _optional("nvcc")
+        summary = nvcc.describe_resources(res) if res and nvcc is not None else "no kernels reported"
+        return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=res,
+                          reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
+
+    def _build(self, source: str) -> Path:
+        """Build the candidate's CUDA extension (import + construct ModelNew) in a build step; returns its
+        TORCH_EXTENSIONS_DIR, which later candidate processes reuse (in a directory the sandbox cannot write)."""
+        shape = dict(self.task.shapes.check[0])
+        job = {"groups": [{"shape": shape, "init_seed": _seed(), "seeds": []}]}
+        run, d, r = self.run_role("candidate", "build", job, self.task.build.timeout_s, source=source)
+        try:
+            self._check(run, r, "the extension build", self.task.build.timeout_s, status_on_error="compile_error")
+            out = self._new_dir("ext")
+            if (d / "ext").is_dir():
+                shutil.copytree(d / "ext", out / "ext")
+            else:
+                (out / "ext").mkdir()
+            return out / "ext"
+        finally:
+            self._cleanup(d)
+
+    # ---------------------------------------------------------------- verify
+    def verify(self, source: str, ver: Verification, check_ops: bool = True, ext: Path | None = None) -> None:
+        """Reference and candidate at the check shapes plus drawn ones x seeds; raises _Fail."""
+        task = self.task
+        shapes: list[dict[str, int]] = []
+        for s in [*task.shapes.check, *task.shapes.draw(secrets.SystemRandom())]:
+            if dict(s) not in shapes:
+                shapes.append(dict(s))
+        groups = [{"shape": s, "init_seed": _seed(), "seeds": [_seed() for _ in range(task.verify.seeds)]} for s in shapes]
+        ver.shapes, ver.seeds = shapes, task.verify.seeds
+        timeout = self.config.verify_timeout_s + STARTUP_S
+        ref, ref_dir, r = self.run_role("reference", "verify", {"groups": groups, "record_ops": True}, timeout)
+        cand_dir: Path | None = None
+        try:
+            if not (r.ok and ref.complete):
+                why = ref.error["error"] if ref.error else f"{_exit(r)}: {_tail(r.stderr, 3)}"
+                raise InfraError(f"the reference failed during verification: {why}")
+            want = {(describe_shape(c.shape), c.seed): c for c in ref.calls}
+            for g in groups:
+                first = next(c for c in ref.calls if c.shape == g["shape"])
+                g["poison_bytes"] = output_bytes(first.outputs)
+            job = {"groups": groups, "record_ops": check_ops, "poison": True}
+            run, cand_dir, r = self.run_role("candidate", "verify", job, timeout, source=source, ext=ext)
+            self._check(run, r, "verification", timeout)
+            for call in run.calls:
+                if call.mutated and not task.verify.allow_input_mutation:
+                    raise _Fail("rejected", f"ModelNew.forward modified its {call.mutated} [{describe_shape(call.shape)}, seed {call.seed}]")
+            cmp = Comparison(task.verify)
+            try:
+                for call in run.calls:
+                    ref_call = want.get((describe_shape(call.shape), call.seed))
+                    if ref_call is None:
+                        continue
+                    why = cmp.mismatch(call.outputs, load_arrays(cand_dir / call.file), ref_call.outputs, load_arrays(ref_dir / ref_call.file))
+                    if why:
+                        raise _Fail("wrong_answer", f"{why} [{describe_shape(call.shape)}, seed {call.seed}]")
+            finally:
+                ver.max_abs_err, ver.max_rel_norm_err = cmp.max_abs_err, cmp.max_rel_norm_err
+            missing = set(want) - {(describe_shape(c.shape), c.seed) for c in run.calls}
+            if missing:
+                raise _Fail("runtime_error", f"no output recorded for {sorted(missing)[0][0]}")
+            if check_ops:
+                self._check_ops(ref, run)
+        except (OSError, ValueError, KeyError) as e:
+            raise _Fail("runtime_error", f"an output file is unreadable ({type(e).__name__}: {e})") from None
+        finally:
+            self._cleanup(ref_dir, cand_dir)
+
+    def _check_ops(self, ref: RunnerRun, run: RunnerRun) -> None:
+        ref_ops = {op for c in ref.calls for op in c.ops}
+        cand_ops = {op for c in run.calls for op in c.ops}
+        op = fallback_op(cand_ops, ref_ops, self.task.verify.allow_torch_ops)
+        if op:
+            raise _Fail("rejected", f"ModelNew.forward falls back to the reference's torch op {op}")
+        ref_inputs = {(describe_shape(c.shape), c.seed): set(c.input_ops) for c in ref.calls}
+        for c in run.calls:
+            extra = sorted(set(c.input_ops) - ref_inputs.get((describe_shape(c.shape), c.seed), set()))
+            if extra:
+                raise _Fail("rejected", f"get_inputs() ran {extra[0]} in the candidate's process only: the candidate intercepts input generation")
+
+    # ---------------------------------------------------------------- time
+    def time(self, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
+        """Interleave baseline and candidate processes (and eager / torch.compile references); the candidate's
+        timed outputs are checked against the reference's. On a CPU this only exercises the plumbing."""
+        from kernopt.evaluators.torch_timing import time_rounds
+
+        return time_rounds(self, source, rounds, ext)
+
+    # ---------------------------------------------------------------- remeasure / close
+    def remeasure(self, candidate: Candidate) -> EvalResult:
+        """Re-time a verified candidate in fresh processes (and a fresh extension build), with more rounds."""
+        with self.session():
+            t = time.monotonic()
+            ext: Path | None = None
+            try:
+                source, _ = self.prepare(candidate)
+                dev = self.device()
+                if not dev.cuda:
+                    status = "unverified" if self.task.target == "cuda" else "ok"
+                    return EvalResult(candidate_id=candidate.id, status=status, flags=["no_gpu_timing"],  # type: ignore[arg-type]
+                                      reason="re-measurement: no GPU here, so no timing")
+                if self.task.target == "cuda":
+                    ext = self._build(source)
+                timing = self.time(source, self.config.remeasure_rounds, ext=ext)
+            except _Fail as f:
+                return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
+            finally:
+                self._cleanup(ext.parent if ext is not None else None)
+            return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
+                              reason=f"re-measured; {timing.describe()}", flags=self._flags(timing),
+                              verification=Verification(timed_outputs_checked=True, device=dev.label))
+
+    def close(self) -> None:
+        if not self.config.keep_workdirs:
+            shutil.rmtree(self.workroot, ignore_errors=True)
+
+
+def _syntax(name: str, source: str) -> None:
+    try:
+        compile(source, name, "exec", dont_inherit=True)
+    except SyntaxError as e:
+        raise _Fail("compile_error", f"{name} does not compile: line {e.lineno}: {e.msg}") from None
+    except ValueError as e:  # null bytes
+        raise _Fail("compile_error", f"{name} does not compile: {e}") from None
+
+
+def _optional(name: str) -> Any:
+    """A sibling module written alongside this one (py_gate, nvcc), or None while it does not exist."""
+    import importlib
+
+    try:
+        return importlib.import_module(f"kernopt.evaluators.{name}")
+    except ModuleNotFoundError as e:
+        if e.name != f"kernopt.evaluators.{name}":
+            raise
+        return None

@@ -1,0 +1,96 @@
+"""Timing of torch-family candidates: interleaved processes, device events, L2 flush, rotated inputs.
+
+Each round runs one process per side: baseline (the task's solution.py as given) and candidate, their
+order flipping every round, plus the reference in eager PyTorch and under torch.compile when the task
+asks. Every process builds `timing.rotate` input sets at the timing shape from the same seeds, warms
+up, then times each call with device events around it and a full device synchronize before the end
+event (the runner flushes L2 before each call). The candidate's last timed output is compared with
+the reference's (or the baseline's) from the same round. Statistics as in the C family: ratio of
+medians with a process bootstrap, a rank test and a paired bound, and a wall-clock cross-check.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from kernopt.errors import InfraError
+from kernopt.evaluators import stats
+from kernopt.evaluators.result import TimingStats
+from kernopt.evaluators.torch_compare import Comparison, RunnerRun, consistent, describe_shape, load_arrays
+
+if TYPE_CHECKING:
+    from kernopt.evaluators.torch_family import TorchEvaluator
+
+_ROLE = {"baseline": "baseline", "candidate": "candidate", "eager": "reference", "compile": "compile"}
+
+
+def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
+    from kernopt.evaluators.torch_family import _exit, _Fail, _seed, _tail
+
+    task, cfg, tt = ev.task, ev.config, ev.task.timing
+    dev = ev.device()
+    shape = dict(task.shapes.timing)
+    where = f"timing shape {describe_shape(shape) or '(reference.py defaults)'}"
+    job = {"shape": shape, "init_seed": _seed(), "seeds": [_seed() for _ in range(tt.rotate)], "warmup": tt.warmup,
+           "reps": cfg.reps or tt.reps, "flush_l2": tt.flush_l2, "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
+    extras = (["eager"] if tt.compare_eager else []) + (["compile"] if tt.compare_compile and dev.cuda else [])
+    per: dict[str, list[list[float]]] = {who: [] for who in ("baseline", "candidate", *extras)}
+    walls: list[dict[str, tuple[float, float, float, float]]] = []
+    compile_cache: Path | None = None
+    compile_ok = "compile" in extras
+    baseline = task.baseline_source()
+    try:
+        for rnd in range(rounds):
+            order = ["baseline", "candidate", *[e for e in extras if e != "compile" or compile_ok]]
+            if rnd % 2:
+                order.reverse()
+            runs: dict[str, tuple[RunnerRun, Path]] = {}
+            round_walls: dict[str, tuple[float, float, float, float]] = {}
+            try:
+                for who in order:
+                    carry = {".inductor": compile_cache / ".inductor", ".triton": compile_cache / ".triton"} if (
+                        who == "compile" and compile_cache) else None
+                    src = source if who == "candidate" else baseline if who == "baseline" else None
+                    run, d, r = ev.run_role(_ROLE[who], "time", job, tt.timeout_s, source=src,
+                                            ext=ext if who == "candidate" else None, carry=carry)
+                    runs[who] = (run, d)
+                    if who == "candidate":
+                        ev._check(run, r, where, tt.timeout_s)
+                    elif not (r.ok and run.complete and run.timed_s()):
+                        if who == "compile":
+                            compile_ok = False
+                            continue
+                        why = run.error["error"] if run.error else f"{_exit(r)}: {_tail(r.stderr, 3)}"
+                        raise InfraError(f"the {who} process failed while timing at {where}: {why}")
+                    if who == "compile" and compile_cache is None:
+                        compile_cache = d
+                        runs.pop(who)  # kept: later compile processes start from its caches
+                    per[who].append(run.timed_s())
+                    if who in ("baseline", "candidate"):
+                        round_walls[who] = (stats.median(run.timed_s()), stats.median(run.walls_s()),
+                                            sum(w for _, w, _ in run.times), r.wall_s)
+                walls.append({"base": round_walls["baseline"], "cand": round_walls["candidate"]})
+                truth = runs.get("eager") or runs["baseline"]
+                got = runs["candidate"]
+                if truth[0].timed is None or got[0].timed is None:
+                    raise _Fail("runtime_error", f"no timed output recorded [round {rnd + 1}, {where}]")
+                why = Comparison(task.verify).mismatch(got[0].timed.outputs, load_arrays(got[1] / got[0].timed.file),
+                                                       truth[0].timed.outputs, load_arrays(truth[1] / truth[0].timed.file))
+                if why:
+                    raise _Fail("wrong_answer", f"{why} [timed run, round {rnd + 1}, {where}, seed {got[0].timed.seed}]")
+            except (OSError, ValueError, KeyError) as e:
+                raise _Fail("runtime_error", f"a timed output is unreadable ({type(e).__name__}: {e})") from None
+            finally:
+                ev._cleanup(*(d for _, d in runs.values()))
+            if rnd >= 1 and stats.median(per["candidate"]) > cfg.early_stop_ratio * stats.median(per["baseline"]):
+                break
+    finally:
+        ev._cleanup(compile_cache)
+    speedup, lo, hi = stats.ratio_of_medians(per["baseline"], per["candidate"])
+    return TimingStats(baseline_s=[x for g in per["baseline"] for x in g], candidate_s=[x for g in per["candidate"] for x in g],
+                       baseline_median_s=stats.median(per["baseline"]), candidate_median_s=stats.median(per["candidate"]),
+                       speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per["baseline"], per["candidate"]),
+                       paired_low=stats.paired_lower_bound(per["baseline"], per["candidate"]), consistent=consistent(walls),
+                       device=dev.label, eager_median_s=stats.median(per["eager"]) if per.get("eager") else None,
+                       compile_median_s=stats.median(per["compile"]) if compile_ok and per.get("compile") else None)

@@ -4,6 +4,11 @@ Checks: it loads; the harness and baseline build; the baseline runs at every che
 sizes from the random range; outputs are finite and depend on the inputs (two seeds differ); the
 baseline is deterministic across thread/rank counts; the timing size is measurable (0.2-2 s is the
 target band; outside it is a warning, below 1 ms an error).
+
+Torch family: the reference imports and runs at every check shape and at the ends of the random
+ranges; its outputs are finite and depend on the inputs; the baseline solution verifies against it
+(without a GPU: under the Triton interpreter, or for cuda only compiled with nvcc); on a GPU the
+baseline takes a measurable time at the timing shape.
 """
 
 from __future__ import annotations
@@ -13,6 +18,7 @@ import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,7 +27,10 @@ from kernopt.errors import InfraError
 from kernopt.evaluators.c_family import Binary, CFamilyEvaluator
 from kernopt.evaluators.compare import compare, load_outputs
 from kernopt.sandbox import Sandbox
-from kernopt.task import Task
+from kernopt.task import AnyTask, Task, TorchTask
+
+if TYPE_CHECKING:
+    from kernopt.evaluators.torch_family import TorchEvaluator
 
 
 @dataclass
@@ -32,7 +41,9 @@ class Check:
     warning: bool = False
 
 
-def check_task(task: Task, sandbox: Sandbox, progress: Callable[[str], None] = lambda _: None) -> list[Check]:
+def check_task(task: AnyTask, sandbox: Sandbox, progress: Callable[[str], None] = lambda _: None) -> list[Check]:
+    if isinstance(task, TorchTask):
+        return _check_torch_task(task, sandbox, progress)
     ev = CFamilyEvaluator(task, sandbox, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-check-")))
     try:
         with ev.session():  # docker: one container for the whole check
@@ -118,3 +129,99 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
                      "outputs differ between seeds" if not big else
                      f"outputs are identical for every seed at n={big[0]}: the reference does not depend on its inputs"))
     return out
+
+
+# ---------------------------------------------------------------- torch family
+def _check_torch_task(task: TorchTask, sandbox: Sandbox, progress: Callable[[str], None]) -> list[Check]:
+    from kernopt.evaluators.torch_family import TorchEvaluator
+
+    ev = TorchEvaluator(task, sandbox, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-check-")))
+    try:
+        with ev.session():
+            return _check_torch(task, ev, progress)
+    finally:
+        ev.close()
+
+
+def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], None]) -> list[Check]:
+    from kernopt.evaluators.result import Verification
+    from kernopt.evaluators.torch_compare import describe_shape, load_arrays
+    from kernopt.evaluators.torch_family import STARTUP_S, _Fail
+
+    checks = [Check("load", True, f"{task.target} task, solution {task.kernel}, reference {task.reference}, "
+                    f"shapes over {', '.join(task.shapes.vars)}")]
+    progress("probing torch in the sandbox")
+    try:
+        dev = ev.device()
+    except InfraError as e:
+        return [*checks, Check("torch", False, str(e))]
+    checks.append(Check("torch", True, f"runs on {dev.label}"))
+    shapes = [dict(s) for s in task.shapes.check]
+    for end in (0, 1):
+        if task.shapes.random:
+            s = {**task.shapes.check[0], **{v: r[end] for v, r in task.shapes.random.items()}}
+            if s not in shapes:
+                shapes.append(s)
+    seeds = [11, 12, 13, 14, 15]
+    progress(f"running the reference at {len(shapes)} shapes")
+    groups = [{"shape": s, "init_seed": 1, "seeds": seeds} for s in shapes]
+    timeout = ev.config.verify_timeout_s + STARTUP_S
+    run, d, r = ev.run_role("reference", "verify", {"groups": groups}, timeout)
+    try:
+        if not (r.ok and run.complete):
+            last = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+            why = run.error["error"] if run.error else ("timed out" if r.timed_out else last)
+            where = f" at {describe_shape(run.error['shape'])}" if run.error and isinstance(run.error.get("shape"), dict) else ""
+            return [*checks, Check("reference", False, f"the reference fails{where}: {why}")]
+        checks.append(Check("reference", True, f"reference runs at {len(shapes)} shapes x {len(seeds)} seeds"))
+        nonfinite, constant = [], []
+        for s in shapes:
+            calls = [c for c in run.calls if c.shape == s]
+            arrays = [load_arrays(d / c.file) for c in calls]
+            for c, a in zip(calls, arrays, strict=True):
+                if any(np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all() for v in a.values()):
+                    nonfinite.append(f"{describe_shape(s)} seed {c.seed}")
+            if all(set(a) == set(arrays[0]) and all(np.array_equal(arrays[0][k], a[k]) for k in a) for a in arrays[1:]):
+                constant.append(describe_shape(s))
+    finally:
+        shutil.rmtree(d, ignore_errors=True)
+    checks.append(Check("finite", not nonfinite,
+                        "all reference outputs finite" if not nonfinite else f"non-finite reference output at {nonfinite[0]}"))
+    checks.append(Check("depends-on-inputs", not constant, "outputs differ between seeds" if not constant else
+                        f"outputs are identical for every seed at {constant[0]}: the reference does not depend on its inputs"))
+    progress("verifying the baseline solution")
+    source = task.baseline_source()
+    try:
+        if task.target == "cuda" and not dev.cuda:
+            res = ev._nvcc_resources(source, dev)
+            checks.append(Check("baseline", True, f"compiled for {task.build.arch} with nvcc ({len(res)} kernels); no GPU here, so not run"))
+            return checks
+        ext = ev._build(source) if task.target == "cuda" else None
+        ver = Verification()
+        ev.verify(source, ver, check_ops=False, ext=ext)
+        checks.append(Check("baseline", True, f"baseline verifies at {len(ver.shapes)} shapes x {ver.seeds} seeds on {dev.label}"))
+    except _Fail as f:
+        return [*checks, Check("baseline", False, f"baseline solution: {f.status}: {f.reason}")]
+    if not dev.cuda:
+        checks.append(Check("timing", True, "no GPU here: the timing shape is not checked", warning=True))
+        return checks
+    progress(f"timing the baseline at {describe_shape(task.shapes.timing) or 'the reference defaults'}")
+    job = {"shape": dict(task.shapes.timing), "init_seed": 1, "seeds": [1, 2], "warmup": 2, "reps": 5, "flush_l2": True,
+           "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
+    run, d, r = ev.run_role("baseline", "time", job, task.timing.timeout_s, source=source, ext=ext)
+    shutil.rmtree(d, ignore_errors=True)
+    if ext is not None:
+        shutil.rmtree(ext.parent, ignore_errors=True)
+    if not (r.ok and run.complete and run.timed_s()):
+        why = run.error["error"] if run.error else ("timed out" if r.timed_out else f"exit {r.returncode}")
+        checks.append(Check("timing", False, f"baseline fails at the timing shape: {why}"))
+        return checks
+    t = float(np.median(run.timed_s()))
+    if t < 5e-6:
+        checks.append(Check("timing", False, f"baseline takes {t * 1e6:.1f} us at the timing shape: too short to time; raise shapes.timing"))
+    elif t < 50e-6:
+        checks.append(Check("timing", False, f"baseline takes {t * 1e6:.1f} us at the timing shape; launch overhead dominates below ~50 us",
+                            warning=True))
+    else:
+        checks.append(Check("timing", True, f"baseline takes {t * 1e3:.3f} ms per call at the timing shape on {dev.label}"))
+    return checks

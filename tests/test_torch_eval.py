@@ -169,6 +169,15 @@ def test_time_mode_plumbing_on_cpu(ev: TorchEvaluator, workroot: Path) -> None:
     assert stats.consistent and not stats.significant  # two rounds can never be significant
 
 
+def test_task_check_torch_branch(ev: TorchEvaluator) -> None:
+    from kernopt.task_check import check_task
+
+    checks = {c.name: c for c in check_task(ev.task, ev.sandbox)}
+    assert list(checks) == ["load", "torch", "reference", "finite", "depends-on-inputs", "baseline", "timing"]
+    assert all(c.ok for c in checks.values()), [c for c in checks.values() if not c.ok]
+    assert "Triton interpreter" in checks["baseline"].detail and "no GPU" in checks["timing"].detail
+
+
 # ---------------------------------------------------------------- host-side units (no processes)
 def test_read_run_needs_the_nonce(tmp_path: Path) -> None:
     f = tmp_path / "result.jsonl"

@@ -44,6 +44,10 @@ def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot:
         from kernopt.evaluators.torch_family import TorchEvaluator
 
         return TorchEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]
+    if task.target == "cuda-c":
+        from kernopt.evaluators.cuda_c import CudaCEvaluator
+
+        return CudaCEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]
     from kernopt.evaluators.c_family import CFamilyEvaluator
 
     return CFamilyEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]

@@ -73,6 +73,9 @@ def _describe_exit(r: ExecResult) -> str:
 class CFamilyEvaluator:
     """Verifies and times C-family candidates of one task in one sandbox."""
 
+    # How the build step inspects kernel.o for the object gate (cuda_c.py reads relocations too).
+    inspect_commands = "nm -P kernel.o > nm.txt && readelf -SW kernel.o > sections.txt && objdump -d kernel.o > disassembly.txt"
+
     def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
         self.task, self.sandbox, self.config = task, sandbox, config
         self.workroot = workroot
@@ -129,8 +132,8 @@ class CFamilyEvaluator:
         if self._trusted is None:
             d = self._new_dir("trusted")
             harness = self.stage_trusted_sources(d)
-            mpi = ["-DKO_MPI"] if self.task.uses_mpi else []
-            for out, name, extra in (("driver.o", "driver.c", mpi), ("harness.o", harness, [])):
+            defines = ["-DKO_MPI"] * self.task.uses_mpi + ["-DKO_CUDA"] * self.task.uses_gpu
+            for out, name, extra in (("driver.o", "driver.c", defines), ("harness.o", harness, [])):
                 r = self._run([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
                               d, self.config.build_timeout_s)
                 if not r.ok:
@@ -156,8 +159,7 @@ class CFamilyEvaluator:
             cc = [self.task.compiler, *self._base_flags(), *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, "-o", "prog"]
             script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
-                      "nm -P kernel.o > nm.txt && readelf -SW kernel.o > sections.txt && objdump -d kernel.o > disassembly.txt "
-                      f"|| exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
+                      f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self._run(["sh", "-c", script], d, self.config.build_timeout_s)
             compile_err, *rest = re.split(f"(?m)^{_LINK_MARK}\n", r.stderr, maxsplit=1)  # a line of its own: no diagnostic is
             linked, link_err = bool(rest), "".join(rest)

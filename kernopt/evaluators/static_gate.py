@@ -5,7 +5,8 @@ no business doing: inline assembly, includes of files, constructors, symbol alia
 file control. The object gate is the authority: after compiling, the kernel object may define only
 the task's kernel functions and may reference only an allow-list of math, memory, OpenMP and MPI
 symbols, and may not carry constructors or raw system-call instructions. Macro tricks that fool the
-text gate still have to get past the object gate.
+text gate still have to get past the object gate. CUDA kernels (cuda-c) have rules of their own for
+nvcc's flags and generated machinery: kernopt/evaluators/cuda_gate.py.
 """
 
 from __future__ import annotations
@@ -13,6 +14,7 @@ from __future__ import annotations
 import re
 
 from kernopt.candidate import Candidate
+from kernopt.evaluators import cuda_gate
 from kernopt.task import Task
 
 MAX_SOURCE_BYTES = 256 * 1024
@@ -115,15 +117,19 @@ def check_source(task: Task, candidate: Candidate) -> str | None:
     src = candidate.files[task.kernel]
     if len(src.encode()) > MAX_SOURCE_BYTES:
         return f"{task.kernel} is larger than {MAX_SOURCE_BYTES // 1024} KiB"
+    cuda = task.language == "cuda"
     for flag in candidate.cflags:
-        if not _ALLOWED_FLAG.fullmatch(flag):
+        if not (cuda_gate.ALLOWED_FLAG if cuda else _ALLOWED_FLAG).fullmatch(flag):
             return f"compiler flag {flag!r} is not allowed (only optimization flags; see docs/verification.md)"
-        if not task.verify.allow_fast_math and _FAST_MATH.search(flag):
+        if not task.verify.allow_fast_math and (cuda_gate.FAST_MATH if cuda else _FAST_MATH).search(flag):
             return f"compiler flag {flag} changes floating-point semantics, which this task does not allow"
     for name, value in candidate.defines.items():
         if not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_]*", name) or not re.fullmatch(r"[A-Za-z0-9_.+-]*", value):
             return f"define {name}={value} is not a plain identifier and value"
-    return check_text(src)
+    why = check_text(src)
+    if why or not cuda:
+        return why
+    return cuda_gate.check_source_rules(strip_comments_and_strings(re.sub(r"\\\r?\n", "", src).replace("%:", "#").replace("??=", "#")))
 
 
 def check_text(src: str, includes: frozenset[str] | None = None) -> str | None:
@@ -188,8 +194,11 @@ def check_object(task: Task, nm_output: str, sections_output: str, disassembly: 
     """Return why the compiled kernel object is rejected, or None.
 
     `nm_output` is `nm -P kernel.o`, `sections_output` is `readelf -SW kernel.o`, `disassembly` is
-    `objdump -d kernel.o`.
+    `objdump -d kernel.o` (for CUDA kernels: `readelf -SW -rW` and `objdump -dr`, see cuda_gate).
     """
+    if task.language == "cuda":
+        return cuda_gate.check_object(task.functions, task.signature, nm_output, sections_output, disassembly,
+                                      lambda name: name in _ALLOWED_EXACT or bool(_ALLOWED_PATTERN.match(name)))
     for line in nm_output.splitlines():
         parts = line.split()
         if len(parts) < 2:

@@ -5,6 +5,10 @@
  * and writes outputs and a line-per-call result file that the orchestrator reads. The kernel
  * object is checked before linking so it cannot define or reference any of these symbols.
  *
+ * Built with -DKO_CUDA for cuda-c tasks: it also uploads inputs to the harness's device buffers,
+ * poisons the device outputs before every call, synchronizes the device inside the timed region,
+ * and downloads every buffer (inputs too, for the checksum) after the timer stops.
+ *
  * usage: driver --result FILE --nonce STR --out-dir DIR --sizes N[,N..] --seeds S[,S..]
  *               [--timing --warmup W --reps R]
  */
@@ -17,6 +21,9 @@
 #include "kernopt.h"
 #ifdef KO_MPI
 #include <mpi.h>
+#endif
+#ifdef KO_CUDA
+#include <cuda_runtime_api.h>
 #endif
 
 static int ko_rank = 0;
@@ -75,6 +82,32 @@ static void ko_fail(const char *msg) {
     exit(3);
 }
 
+#ifdef KO_CUDA
+static void ko_cuda(cudaError_t e, const char *what, const char *buf) {
+    if (e == cudaSuccess) return;
+    fprintf(stderr, "kernopt driver: CUDA error %s%s%s: %s\n", what, buf ? " " : "", buf ? buf : "", cudaGetErrorString(e));
+    exit(3);
+}
+
+/* Before the call: IN/INOUT buffers to the device, device OUT buffers poisoned (0xFF bytes: NaN). */
+static void ko_to_device(ko_buf *bufs, int nb) {
+    for (int i = 0; i < nb; i++) {
+        size_t bytes = bufs[i].count * ko_elem_size(bufs[i].dtype);
+        if (!bufs[i].device) ko_fail("cuda-c harness: a buffer has no device copy (ko_buf.device)");
+        if (bufs[i].role == KO_OUT) ko_cuda(cudaMemset(bufs[i].device, 0xFF, bytes), "poisoning", bufs[i].name);
+        else ko_cuda(cudaMemcpy(bufs[i].device, bufs[i].data, bytes, cudaMemcpyHostToDevice), "uploading", bufs[i].name);
+    }
+    ko_cuda(cudaDeviceSynchronize(), "before the call", NULL);
+}
+
+/* After the call (untimed): every buffer back to the host, inputs included. */
+static void ko_from_device(ko_buf *bufs, int nb) {
+    for (int i = 0; i < nb; i++)
+        ko_cuda(cudaMemcpy(bufs[i].data, bufs[i].device, bufs[i].count * ko_elem_size(bufs[i].dtype), cudaMemcpyDeviceToHost),
+                "downloading", bufs[i].name);
+}
+#endif
+
 /* One call of the kernel: fill, poison, checksum, time, re-checksum. Returns the kernel's time
  * (max over ranks under MPI); *mutated is the name of a changed input buffer or NULL. */
 static double ko_one_call(long n, uint64_t seed, ko_buf *bufs, int nb, int call_index,
@@ -88,9 +121,19 @@ static double ko_one_call(long n, uint64_t seed, ko_buf *bufs, int nb, int call_
 #ifdef KO_MPI
     MPI_Barrier(MPI_COMM_WORLD);
 #endif
+#ifdef KO_CUDA
+    ko_to_device(bufs, nb);
+#endif
     double t0 = ko_now();
     ko_call(n);
+#ifdef KO_CUDA
+    ko_cuda(cudaGetLastError(), "launching the kernel", NULL);
+    ko_cuda(cudaDeviceSynchronize(), "in the kernel", NULL);
+#endif
     double dt = ko_now() - t0;
+#ifdef KO_CUDA
+    ko_from_device(bufs, nb);
+#endif
 #ifdef KO_MPI
     double local = dt;
     MPI_Allreduce(&local, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);

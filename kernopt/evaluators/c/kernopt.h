@@ -5,6 +5,13 @@
  * file. Candidates only ever provide the kernel source; they cannot see or link these symbols.
  *
  * Harness globals should be `static` so a kernel cannot reach them.
+ *
+ * GPU tasks (target cuda-c): the harness (harness.cu, compiled by nvcc) also allocates a device copy
+ * of every buffer and sets its `device` field; ko_call passes the DEVICE pointers to the kernel's host
+ * launch function. The driver (built with -DKO_CUDA) moves the data: after ko_fill it uploads the IN
+ * and INOUT buffers and poisons the device copies of OUT buffers (every byte 0xFF: NaN for floats), it
+ * times ko_call plus a cudaDeviceSynchronize, and after the timer stops it downloads every buffer,
+ * inputs included, so the input checksum sees a kernel that wrote its inputs on the device.
  */
 #ifndef KERNOPT_H
 #define KERNOPT_H
@@ -20,9 +27,14 @@ typedef struct {
     ko_role role;
     size_t count;     /* number of elements */
     void *data;
+    void *device;     /* cuda-c: the device copy (cudaMalloc'd, `count` elements); NULL elsewhere */
 } ko_buf;
 
 #define KO_MAX_BUFS 16
+
+#ifdef __cplusplus
+extern "C" { /* harnesses compiled as C++ (cuda-c: by nvcc) link with the C driver */
+#endif
 
 /* Allocate every buffer for problem size n and describe them in bufs[]; return how many.
  * Called once per size; the driver reuses the same buffers for every seed of that size. */
@@ -31,6 +43,9 @@ int ko_setup(long n, ko_buf *bufs);
 void ko_fill(long n, uint64_t seed);
 /* Call the kernel on the buffers. This call, and only this, is timed. */
 void ko_call(long n);
+#ifdef __cplusplus
+}
+#endif
 
 /* A small deterministic generator harnesses may use: splitmix64 + uniform double in [lo, hi). */
 static inline uint64_t ko_rng_next(uint64_t *s) {
@@ -42,4 +57,19 @@ static inline uint64_t ko_rng_next(uint64_t *s) {
 static inline double ko_rng_uniform(uint64_t *s, double lo, double hi) {
     return lo + (hi - lo) * (double)(ko_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
+
+#ifdef __CUDACC__
+/* For GPU harnesses: fail the run (exit code 4, message on stderr) when a CUDA call fails. */
+#include <stdio.h>
+#include <stdlib.h>
+#include <cuda_runtime.h>
+#define KO_CUDA_CHECK(call)                                                                   \
+    do {                                                                                      \
+        cudaError_t ko_err_ = (call);                                                         \
+        if (ko_err_ != cudaSuccess) {                                                         \
+            fprintf(stderr, "kernopt harness: %s: %s\n", #call, cudaGetErrorString(ko_err_)); \
+            exit(4);                                                                          \
+        }                                                                                     \
+    } while (0)
+#endif
 #endif

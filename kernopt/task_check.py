@@ -177,7 +177,7 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
         nonfinite, constant = [], []
         for s in shapes:
             calls = [c for c in run.calls if c.shape == s]
-            arrays = [load_arrays(d / c.file) for c in calls]
+            arrays = [load_arrays(d, c.file) for c in calls]
             for c, a in zip(calls, arrays, strict=True):
                 if any(np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all() for v in a.values()):
                     nonfinite.append(f"{describe_shape(s)} seed {c.seed}")
@@ -193,10 +193,10 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
     source = task.baseline_source()
     try:
         if task.target == "cuda" and not dev.cuda:
-            res = ev._nvcc_resources(source, dev)
+            res = ev.nvcc_resources(source, dev, trusted=True)
             checks.append(Check("baseline", True, f"compiled for {task.build.arch} with nvcc ({len(res)} kernels); no GPU here, so not run"))
             return checks
-        ext = ev._build(source) if task.target == "cuda" else None
+        ext = ev.build_extension(source) if task.target == "cuda" else None
         ver = Verification()
         ev.verify(source, ver, check_ops=False, ext=ext)
         checks.append(Check("baseline", True, f"baseline verifies at {len(ver.shapes)} shapes x {ver.seeds} seeds on {dev.label}"))

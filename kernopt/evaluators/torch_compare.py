@@ -8,6 +8,10 @@ pickle; the verdict comes from comparing them with the reference process's outpu
 from __future__ import annotations
 
 import json
+import os
+import re
+import stat
+import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import SimpleNamespace
@@ -30,6 +34,8 @@ GLUE_OPS = frozenset(f"aten.{op}" for op in (
     "_local_scalar_dense"
 ).split())
 
+MAX_OUTPUT_BYTES = 4 << 30  # one output file, uncompressed (a crafted archive cannot exhaust the host's memory)
+_NPZ_NAME = re.compile(r"[A-Za-z0-9_]{1,64}\.npz")
 _ITEMSIZE = {"torch.float64": 8, "torch.int64": 8, "torch.complex64": 8, "torch.complex128": 16, "torch.float16": 2,
              "torch.bfloat16": 2, "torch.int16": 2, "torch.uint16": 2, "torch.int8": 1, "torch.uint8": 1, "torch.bool": 1,
              "torch.float8_e4m3fn": 1, "torch.float8_e5m2": 1}
@@ -72,10 +78,18 @@ def _call(rec: dict[str, Any]) -> RunnerCall:
                       input_ops=[str(o) for o in rec.get("input_ops", [])])
 
 
+def _regular(path: Path) -> bool:
+    """A plain file, not a link: a candidate may have left a link to a file of the host in its directory."""
+    try:
+        return stat.S_ISREG(os.lstat(path).st_mode)
+    except OSError:
+        return False
+
+
 def read_run(path: Path, nonce: str) -> RunnerRun:
     """Parse the runner's JSON lines; a malformed line ends the file (everything after it is ignored)."""
     run = RunnerRun()
-    if not path.is_file():
+    if not _regular(path):
         return run
     for line in path.read_text(errors="replace").splitlines():
         try:
@@ -99,10 +113,19 @@ def read_run(path: Path, nonce: str) -> RunnerRun:
     return run
 
 
-def load_arrays(path: Path) -> dict[str, np.ndarray]:
-    """The arrays of one .npz output file (no pickle)."""
-    with np.load(path, allow_pickle=False) as z:
-        return {k: z[k] for k in z.files}
+def load_arrays(directory: Path, name: str) -> dict[str, np.ndarray]:
+    """The arrays of one .npz output file the runner named (no pickle, no links, no paths, bounded size)."""
+    path = directory / name
+    if not _NPZ_NAME.fullmatch(name) or not _regular(path):
+        raise ValueError(f"{name!r} is not an output file of this run")
+    try:
+        with zipfile.ZipFile(path) as zf:
+            if sum(info.file_size for info in zf.infolist()) > MAX_OUTPUT_BYTES:
+                raise ValueError(f"{name} holds more than {MAX_OUTPUT_BYTES >> 20} MiB")
+        with np.load(path, allow_pickle=False) as z:
+            return {k: z[k] for k in z.files}
+    except (zipfile.BadZipFile, EOFError) as e:
+        raise ValueError(f"{name}: {e}") from None
 
 
 def output_bytes(meta: dict[str, Any]) -> list[int]:

@@ -35,7 +35,7 @@ from kernopt.evaluators.torch_compare import Comparison, RunnerRun, describe_sha
 from kernopt.sandbox import ExecResult, Limits, Sandbox
 from kernopt.task import TorchTask
 
-PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the sandbox runs
+PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the local sandbox runs
 STARTUP_S = 60.0  # added to config.verify_timeout_s: Python, torch and triton imports, a CUDA context, JIT compiles
 INTERPRETER = "cpu (Triton interpreter)"
 PROBE = """
@@ -53,6 +53,12 @@ except Exception:
 if info["cuda"]:
     p = torch.cuda.get_device_properties(0)
     info.update(name=p.name, cap=[p.major, p.minor], l2=int(getattr(p, "L2_cache_size", 0)))
+try:
+    import sysconfig
+    from torch.utils.cpp_extension import include_paths
+    info["includes"] = [*include_paths(), sysconfig.get_paths()["include"]]
+except Exception:
+    info["includes"] = []
 print(json.dumps(info))
 """
 
@@ -73,6 +79,7 @@ class Device:
     name: str
     arch: str = ""
     l2_bytes: int = 0
+    includes: tuple[str, ...] = ()  # torch's (and Python's) header directories, as the sandbox sees them
 
     @property
     def label(self) -> str:
@@ -104,7 +111,9 @@ class TorchEvaluator:
 
     def __init__(self, task: TorchTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
         self.task, self.sandbox, self.config, self.workroot = task, sandbox, config, workroot
-        self.python = os.environ.get(PYTHON_ENV) or (sys.executable if sandbox.name == "local" else "python3")
+        # The local sandbox runs this machine's Python (as root: under a private uid, which must be able to
+        # reach it); a container runs its image's python3.
+        self.python = (os.environ.get(PYTHON_ENV) or sys.executable) if sandbox.name == "local" else "python3"
         self.workroot.mkdir(parents=True, exist_ok=True)
         os.chmod(self.workroot, 0o755)
         self._device: Device | None = None
@@ -152,11 +161,12 @@ class TorchEvaluator:
                                  f"install it there or set {PYTHON_ENV}")
             if self.task.target == "triton" and not info.get("triton"):
                 raise InfraError(f"triton is not importable by the sandbox's Python ({self.python})")
+            includes = tuple(str(p) for p in info.get("includes", []))
             if info.get("cuda"):
                 major, minor = info.get("cap", [0, 0])
-                self._device = Device(True, str(info.get("name", "GPU")), f"sm_{major}{minor}", int(info.get("l2", 0)))
+                self._device = Device(True, str(info.get("name", "GPU")), f"sm_{major}{minor}", int(info.get("l2", 0)), includes)
             else:
-                self._device = Device(False, "cpu")
+                self._device = Device(False, "cpu", includes=includes)
         return self._device
 
     def run_role(self, role: str, mode: str, job: dict[str, Any], timeout: float, source: str | None = None,
@@ -170,10 +180,10 @@ class TorchEvaluator:
         if source is not None:
             (d / "solution.py").write_text(source)
         if ext is not None:
-            shutil.copytree(ext, d / "ext")
+            shutil.copytree(ext, d / "ext", symlinks=True)  # a link the candidate left stays a link
         for name, src in (carry or {}).items():
             if src.is_dir():
-                shutil.copytree(src, d / name)
+                shutil.copytree(src, d / name, symlinks=True)
         nonce = secrets.token_hex(16)
         full = {"role": role, "mode": mode, "device": "cuda" if dev.cuda else "cpu", "reference": "reference.py",
                 "source": "solution.py", "result": "result.jsonl", "prebuilt": ext is not None, **job, "nonce": nonce}
@@ -250,11 +260,14 @@ class TorchEvaluator:
             dev = self.device()
             ver.device = dev.label if self.task.target == "triton" or dev.cuda else "none (compiled only)"
             if self.task.target == "cuda":
-                resources_ = self._nvcc_resources(source, dev)
+                resources_ = self.nvcc_resources(source, dev, trusted)
                 if not dev.cuda:
                     phases["build"] = time.monotonic() - t
-                    return self._unverified(candidate, resources_, ver, phases)
-                ext = self._build(source)
+                    nvcc = _optional("nvcc")
+                    summary = nvcc.describe_resources(resources_) if resources_ and nvcc is not None else "no kernels reported"
+                    return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=resources_,
+                                      reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
+                ext = self.build_extension(source)
             phases["build"] = time.monotonic() - t
             t = time.monotonic()
             self.verify(source, ver, check_ops=not trusted, ext=ext)
@@ -280,53 +293,16 @@ class TorchEvaluator:
         flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
         return flags + ([] if timing.consistent else ["timing_inconsistent"])
 
-    # ---------------------------------------------------------------- cuda: build and resources
-    def _nvcc_resources(self, source: str, dev: Device) -> list[KernelResources]:
-        """Compile the CUDA sources with nvcc for their ptxas report. Without a GPU this is the whole
-        evaluation (a failure is a compile_error); on a GPU load_inline is the authority, so a failure
-        here only means no report."""
-        gate, nvcc = _optional("py_gate"), _optional("nvcc")
-        if gate is None or nvcc is None:
-            if dev.cuda:
-                return []
-            raise InfraError("kernopt.evaluators.py_gate and nvcc are needed to compile cuda candidates without a GPU")
-        sources = gate.cuda_sources(source)
-        if isinstance(sources, str):
-            raise _Fail("rejected", sources)
-        d = self._new_dir("nvcc")
-        try:
-            outcome = nvcc.compile_cuda_sources(sources, dev.arch if dev.cuda else self.task.build.arch,
-                                                lambda cmd, cwd, timeout: self._run(cmd, cwd, timeout, memory_mb=None), d, self.task.build.timeout_s)
-        finally:
-            self._cleanup(d)
-        if not outcome.ok and not dev.cuda:
-            if outcome.error.startswith("nvcc not found"):
-                raise InfraError(outcome.error)
-            raise _Fail("compile_error", f"CUDA source does not compile: {outcome.error or 'nvcc failed'}", _tail(outcome.log))
-        return list(outcome.resources) if outcome.ok else []
+    # ---------------------------------------------------------------- cuda (kernopt/evaluators/torch_build.py)
+    def nvcc_resources(self, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
+        from kernopt.evaluators.torch_build import nvcc_resources
 
-    def _unverified(self, candidate: Candidate, res: list[KernelResources], ver: Verification, phases: dict[str, float]) -> EvalResult:
-        nvcc = _optional("nvcc")
-        summary = nvcc.describe_resources(res) if res and nvcc is not None else "no kernels reported"
-        return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=res,
-                          reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
+        return nvcc_resources(self, source, dev, trusted)
 
-    def _build(self, source: str) -> Path:
-        """Build the candidate's CUDA extension (import + construct ModelNew) in a build step; returns its
-        TORCH_EXTENSIONS_DIR, which later candidate processes reuse (in a directory the sandbox cannot write)."""
-        shape = dict(self.task.shapes.check[0])
-        job = {"groups": [{"shape": shape, "init_seed": _seed(), "seeds": []}]}
-        run, d, r = self.run_role("candidate", "build", job, self.task.build.timeout_s, source=source)
-        try:
-            self._check(run, r, "the extension build", self.task.build.timeout_s, status_on_error="compile_error")
-            out = self._new_dir("ext")
-            if (d / "ext").is_dir():
-                shutil.copytree(d / "ext", out / "ext")
-            else:
-                (out / "ext").mkdir()
-            return out / "ext"
-        finally:
-            self._cleanup(d)
+    def build_extension(self, source: str) -> Path:
+        from kernopt.evaluators.torch_build import build_extension
+
+        return build_extension(self, source)
 
     # ---------------------------------------------------------------- verify
     def verify(self, source: str, ver: Verification, check_ops: bool = True, ext: Path | None = None) -> None:
@@ -361,7 +337,7 @@ class TorchEvaluator:
                     ref_call = want.get((describe_shape(call.shape), call.seed))
                     if ref_call is None:
                         continue
-                    why = cmp.mismatch(call.outputs, load_arrays(cand_dir / call.file), ref_call.outputs, load_arrays(ref_dir / ref_call.file))
+                    why = cmp.mismatch(call.outputs, load_arrays(cand_dir, call.file), ref_call.outputs, load_arrays(ref_dir, ref_call.file))
                     if why:
                         raise _Fail("wrong_answer", f"{why} [{describe_shape(call.shape)}, seed {call.seed}]")
             finally:
@@ -410,7 +386,7 @@ class TorchEvaluator:
                     return EvalResult(candidate_id=candidate.id, status=status, flags=["no_gpu_timing"],  # type: ignore[arg-type]
                                       reason="re-measurement: no GPU here, so no timing")
                 if self.task.target == "cuda":
-                    ext = self._build(source)
+                    ext = self.build_extension(source)
                 timing = self.time(source, self.config.remeasure_rounds, ext=ext)
             except _Fail as f:
                 return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]

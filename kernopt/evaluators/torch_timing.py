@@ -75,8 +75,8 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                 got = runs["candidate"]
                 if truth[0].timed is None or got[0].timed is None:
                     raise _Fail("runtime_error", f"no timed output recorded [round {rnd + 1}, {where}]")
-                why = Comparison(task.verify).mismatch(got[0].timed.outputs, load_arrays(got[1] / got[0].timed.file),
-                                                       truth[0].timed.outputs, load_arrays(truth[1] / truth[0].timed.file))
+                why = Comparison(task.verify).mismatch(got[0].timed.outputs, load_arrays(got[1], got[0].timed.file),
+                                                       truth[0].timed.outputs, load_arrays(truth[1], truth[0].timed.file))
                 if why:
                     raise _Fail("wrong_answer", f"{why} [timed run, round {rnd + 1}, {where}, seed {got[0].timed.seed}]")
             except (OSError, ValueError, KeyError) as e:

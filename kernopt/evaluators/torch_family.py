@@ -211,8 +211,8 @@ class TorchEvaluator:
             phase = str(err.get("phase", ""))
             msg = str(err.get("error", ""))[:400]
             log = str(err.get("trace", ""))[-3000:] + _tail(r.stderr, 10)
-            if "Error building extension" in str(err.get("trace", "")) and self.task.target == "cuda":
-                raise _Fail("compile_error", f"the CUDA extension does not build: {msg}", log)
+            if err.get("build") is True:
+                raise _Fail("compile_error", f"the extension does not build: {msg}", log)
             raise _Fail(status_on_error, f"{_PHASE.get(phase, phase)} raised {msg}{shape} at {where}", log)
         if not r.ok or not run.complete:
             why = _exit(r) if not r.ok else "exited before the runner finished"

@@ -21,6 +21,7 @@ import importlib.util
 import json
 import math
 import os
+import re
 import sys
 import time
 import traceback
@@ -71,12 +72,16 @@ class _Fail(Exception):
         self.phase, self.exc, self.where = phase, exc, where or {}
 
 
+def _build_failure(exc):
+    return isinstance(exc, RuntimeError) and "Error building extension" in str(exc)
+
+
 def _one_line(exc):
     text = f"{type(exc).__name__}: {exc}".strip()
     lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if isinstance(exc, RuntimeError) and "Error building extension" in text:
-        errs = [ln for ln in lines if "error" in ln.lower() and "Error building extension" not in ln]
-        return (errs[0] if errs else lines[0])[:400]
+    if _build_failure(exc):  # the compiler's first error, its file named without the build directory
+        errs = [ln for ln in lines if re.search(r"\berror\b", ln, re.I) and "Error building extension" not in ln]
+        return re.sub(r"(?:/[^\s:/()]+)+/([^\s:/()]+(?::\d+|\(\d+\)))", r"\1", errs[0] if errs else lines[0])[:400]
     return (lines[0] if lines else type(exc).__name__)[:400]
 
 
@@ -346,7 +351,7 @@ def main(argv):
     try:
         runner.run()
     except _Fail as f:
-        runner.emit({"error": _one_line(f.exc), "phase": f.phase, **f.where,
+        runner.emit({"error": _one_line(f.exc), "phase": f.phase, "build": _build_failure(f.exc), **f.where,
                      "trace": "".join(traceback.format_exception(f.exc))[-3000:]})
         return 1
     return 0

@@ -2,10 +2,11 @@
 
 Each round runs one process per side: baseline (the task's solution.py as given) and candidate, their
 order flipping every round, plus the reference in eager PyTorch and under torch.compile when the task
-asks. Every process builds `timing.rotate` input sets at the timing shape from the same seeds, warms
-up, then times each call with device events around it and a full device synchronize before the end
-event (the runner flushes L2 before each call). The candidate's last timed output is compared with
-the reference's (or the baseline's) from the same round. Statistics as in the C family: ratio of
+asks. Every process gets the same seeds, one per call: each call's inputs are made anew (in one of
+`timing.rotate` buffers) outside the timed region, so no call repeats an earlier one's inputs and a
+cache of results cannot replay answers. Each call is timed with device events around it and a full
+device synchronize before the end event, after an L2 flush. The candidate's last timed output (on
+inputs no earlier call saw) is compared with the reference's (or the baseline's) from the same round. Statistics as in the C family: ratio of
 medians with a process bootstrap, a rank test and a paired bound, and a wall-clock cross-check.
 """
 
@@ -32,8 +33,9 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
     dev = ev.device()
     shape = dict(task.shapes.timing)
     where = f"timing shape {describe_shape(shape) or '(reference.py defaults)'}"
-    job = {"shape": shape, "init_seed": _seed(), "seeds": [_seed() for _ in range(tt.rotate)], "warmup": tt.warmup,
-           "reps": cfg.reps or tt.reps, "flush_l2": tt.flush_l2, "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
+    reps = cfg.reps or tt.reps
+    job = {"shape": shape, "init_seed": _seed(), "seeds": [_seed() for _ in range(tt.warmup + reps)], "rotate": tt.rotate,
+           "warmup": tt.warmup, "reps": reps, "flush_l2": tt.flush_l2, "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
     extras = (["eager"] if tt.compare_eager else []) + (["compile"] if tt.compare_compile and dev.cuda else [])
     per: dict[str, list[list[float]]] = {who: [] for who in ("baseline", "candidate", *extras)}
     walls: list[dict[str, tuple[float, float, float, float]]] = []

@@ -8,8 +8,9 @@ outputs per recorded call, and the host compares everything with the reference p
 Roles: `reference` (Model: truth in verify mode, eager PyTorch in time mode), `compile`
 (torch.compile(Model), time mode), `baseline` (the task's solution.py as given), `candidate`.
 Modes: `verify` (shapes x seeds; poisoned memory, input immutability and the aten ops seen inside
-forward for the candidate), `time` (rotated inputs, warm-up, per call: L2 flush, device events around
-the call and a full device synchronize, host wall clock; the last timed output is saved) and `build`
+forward for the candidate), `time` (warm-up, then per call: inputs made anew from the call's seed in
+one of `rotate` buffers, L2 flush, device events around the call and a full device synchronize, host
+wall clock; the last timed output is saved) and `build`
 (import and construct only: builds a CUDA extension into TORCH_EXTENSIONS_DIR).
 
 The candidate runs in this very process, so nothing written here is trusted on its own: the job file
@@ -178,11 +179,14 @@ class Runner:
         except BaseException as e:  # noqa: BLE001
             raise _Fail("init", e, where) from None
 
-    def inputs(self, seed, where, mode=None):
+    def inputs(self, seed, where, mode=None, on_device=False):
         try:
             torch.manual_seed(seed)
             if mode is not None:
                 with mode:
+                    xs = list(self.ref.get_inputs())
+            elif on_device:  # made where they are used (fast at timing shapes); the same in every role
+                with self.device:
                     xs = list(self.ref.get_inputs())
             else:
                 xs = list(self.ref.get_inputs())
@@ -283,19 +287,24 @@ class Runner:
                 del out, xs, before
 
     def time(self):
+        """One seed per call: before every call, outside the timed region, the input set it uses (one of
+        `rotate`, so consecutive calls touch different buffers) is made anew from that call's seed on the
+        device. No call sees inputs an earlier call saw, so a cache of results (by pointer, shape or
+        content) cannot replay an answer; the last call's output is saved for the host to check."""
         job = self.job
         shape, seeds = job["shape"], job["seeds"]
         self.set_shape(shape)
         model = self.model(job["init_seed"], {"shape": shape})
-        sets = [self.inputs(s, {"shape": shape, "seed": s}) for s in seeds]
+        sets = [None] * max(1, int(job.get("rotate", 1)))
         flush = None
         if self.cuda and job.get("flush_l2"):
             flush = torch.empty(int(job.get("flush_bytes", 256 << 20)), dtype=torch.uint8, device=self.device)
-        total = job["warmup"] + job["reps"]
         out = None
-        for i in range(total):
-            xs = sets[i % len(sets)]
-            where = {"shape": shape, "seed": seeds[i % len(seeds)]}
+        for i, seed in enumerate(seeds):
+            where = {"shape": shape, "seed": seed}
+            k = i % len(sets)
+            sets[k] = None
+            sets[k] = xs = self.inputs(seed, where, on_device=True)
             out = None
             try:
                 with torch.no_grad():
@@ -322,8 +331,7 @@ class Runner:
             if not (isinstance(t, float) and math.isfinite(t)):
                 t = float("nan")
             self.emit({"rep": i, "warmup": i < job["warmup"], "time": t, "wall": w1 - w0})
-        last = seeds[(total - 1) % len(seeds)]
-        self.emit({"timed": total - 1, "shape": shape, "seed": last, "file": "timed.npz", "outputs": self.save(out, "timed.npz")})
+        self.emit({"timed": len(seeds) - 1, "shape": shape, "seed": seeds[-1], "file": "timed.npz", "outputs": self.save(out, "timed.npz")})
 
     def build(self):
         group = self.job["groups"][0]

@@ -189,7 +189,8 @@ class TorchEvaluator:
                 "source": "solution.py", "result": "result.jsonl", "prebuilt": ext is not None, **job, "nonce": nonce}
         (d / "job.json").write_text(json.dumps(full))
         env = {"HOME": str(d), "USER": "kernopt", "LOGNAME": "kernopt", "TRITON_CACHE_DIR": str(d / ".triton"),
-               "TORCH_EXTENSIONS_DIR": str(d / "ext"), "TORCHINDUCTOR_CACHE_DIR": str(d / ".inductor")}
+               "TORCH_EXTENSIONS_DIR": str(d / "ext"), "TORCHINDUCTOR_CACHE_DIR": str(d / ".inductor"),
+               "TORCHINDUCTOR_COMPILE_THREADS": "1"}  # no pool of compile workers under the sandbox's process limit
         if not dev.cuda:
             env["TRITON_INTERPRET"] = "1"
         for var in ("CUDA_VISIBLE_DEVICES", *(("CUDA_HOME",) if self.sandbox.name == "local" else ())):

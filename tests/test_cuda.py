@@ -297,6 +297,53 @@ def test_cuda_c_control_with_every_legitimate_construct_passes_the_gates(saxpy_e
     assert {"saxpy_kernel", "ns::k2", "kt<3>", "ks"} <= names or not shutil.which("c++filt")
 
 
+@needs_nvcc
+def test_cuda_c_host_code_at_o0_passes_the_object_gate(saxpy_ev: CudaCEvaluator) -> None:
+    """At -O0 nvcc's registration code calls its helpers directly and the callback through a pointer."""
+    r = evaluate(saxpy_ev, saxpy_ev.task.baseline_source(), cflags=["-O0", "-lineinfo"])
+    assert r.status in ("unverified", "ok"), f"{r.status}: {r.reason}"
+
+
+CUB_BLOCK = """
+#include <cub/block/block_reduce.cuh>
+#include <cooperative_groups.h>
+#define BLOCK 256
+__global__ void partial(long n, const float *x, double *out) {
+    typedef cub::BlockReduce<double, BLOCK> Reduce;
+    __shared__ typename Reduce::TempStorage tmp;
+    double v = 0;
+    for (long i = (long)blockIdx.x * BLOCK + threadIdx.x; i < n; i += (long)gridDim.x * BLOCK) v += x[i];
+    cooperative_groups::this_thread_block().sync();
+    double s = Reduce(tmp).Sum(v);
+    if (threadIdx.x == 0) atomicAdd(out, s);
+}
+extern "C" void launch_reduce_sum(long n, const float *x, double *out) {
+    cudaMemsetAsync(out, 0, sizeof(double));
+    int dev = 0, sms = 0, per = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, partial, BLOCK, 0);
+    partial<<<sms * per, BLOCK>>>(n, x, out);
+}
+"""
+
+
+@pytest.mark.slow
+@needs_nvcc
+def test_cuda_c_block_level_cub_and_cooperative_groups_pass_but_cub_cuh_does_not(workroot: Path) -> None:
+    """Block-level cub (libcu++'s unique inline objects, typeinfo) is fine; <cub/cub.cuh> brings host
+    I/O initialization and NVTX's dlopen-based injection loader, so it is rejected with a hint (~30 s)."""
+    ev = get_evaluator(load_task(CUDA_TASKS / "reduce_sum"), get_sandbox("local"), EvalConfig(rounds=2), workroot / "cub")
+    try:
+        r = evaluate(ev, CUB_BLOCK)
+        assert r.status in ("unverified", "ok"), f"{r.status}: {r.reason}"
+        assert any(k.shared_bytes > 0 for k in r.resources)
+        r = evaluate(ev, CUB_BLOCK.replace("<cub/block/block_reduce.cuh>", "<cub/cub.cuh>"))
+        assert r.status == "rejected" and "include the block- or warp-level cub headers" in r.reason, r.reason
+    finally:
+        ev.close()
+
+
 # (source, status, substring of the reason): what the gates must catch in a cuda-c kernel.
 GATE_CASES = {
     "fopen": (saxpy_variant(extra='#include <stdio.h>\nstatic void leak() { fopen("/etc/passwd", "r"); }'), "rejected", "calls fopen()"),

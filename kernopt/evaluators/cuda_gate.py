@@ -28,7 +28,7 @@ FAST_MATH = re.compile(r"use_fast_math|ftz=true|prec-div=false|prec-sqrt=false")
 _RESERVED = re.compile(
     r"__cuda\w*|__sti\w*|__device_stub\w*|__fatbin\w*|__fatDeviceText|fatbinData|__FATIDNAME\w*|__REGISTERFUNCNAME\w*"
     r"|__TO_STRING\w*|__device__shadow_var|__device__text_var|__host__shadow_var|__name__\w*|__device_fun|__device_var"
-    r"|__text_var|__text__|__surf__|__pad__|__nv_dummy_param_ref|__nv_save_fatbinhandle\w*|__nv_init_managed_rt\w*"
+    r"|__text_var|__text__|__surf__|__pad__|_*__nv_dummy_param_ref|__nv_save_fatbinhandle\w*|__nv_init_managed_rt\w*|__nv_cudaEntity\w*"
     r"|__nv_fatbinhandle\w*|__nv_module_id|__NV_ATTR_UNUSED_FOR_LAUNCH|__CUDA_INCLUDE_COMPILER_INTERNAL_HEADERS__"
     r"|__UNDEF_CUDA\w*|__CUDA_INTERNAL_COMPILATION__"
 )
@@ -48,6 +48,7 @@ _RUNTIME = re.compile(
     r"|LaunchKernel|LaunchKernelExC|LaunchCooperativeKernel|GetSymbolAddress|GetSymbolSize|GetFuncBySymbol"
     r"|Graph(Instantiate|InstantiateWithFlags|Launch|Upload|ExecDestroy|Destroy))(_v\d+|_ptsz|_ptds)?$"
 )
+_TYPEINFO = re.compile(r"^_ZT[ISV](St|NSt|N10__cxxabiv1|N9__gnu_cxx)\w+$")
 # What `kernel<<<...>>>(...)` and the launch stubs reference.
 _LAUNCH_INTERNALS = {"__cudaPushCallConfiguration", "__cudaPopCallConfiguration", "__cudaLaunchKernel", "__cudaLaunchKernel_ptsz",
                      "__cudaGetKernel", "__cudaLaunch"}
@@ -55,7 +56,12 @@ _LAUNCH_INTERNALS = {"__cudaPushCallConfiguration", "__cudaPopCallConfiguration"
 REGISTRATION = {"__cudaRegisterFatBinary", "__cudaRegisterFatBinaryEnd", "__cudaRegisterFunction", "__cudaRegisterVar",
                 "__cudaRegisterManagedVar", "__cudaRegisterTexture", "__cudaRegisterSurface", "__cudaUnregisterFatBinary",
                 "__cudaInitModule", "atexit"}
-_REGISTRATION_FUNCTIONS = ("_ZL24__sti____cudaRegisterAllv", "_ZL26__cudaUnregisterBinaryUtilv")
+# nvcc's registration code: the static constructor first, then its local helpers (called directly at -O0).
+_REGISTRATION_FUNCTIONS = ("_ZL24__sti____cudaRegisterAllv", "_ZL26__cudaUnregisterBinaryUtilv", "_ZL31__nv_cudaEntityRegisterCallbackPPv",
+                           "_ZL37__nv_save_fatbinhandle_for_managed_rtPPv", "_ZL22____nv_dummy_param_refPv",
+                           "_ZL32__nv_init_managed_rt_with_modulePPv")
+# Host code that some CUDA library headers bring along and a kernel cannot have: a hint for the message.
+_HEAVY_HEADERS = {"__cxa_atexit", "dlopen", "dlsym", "getenv", "_ZNSt8ios_base4InitC1Ev"}
 # Mangled names in namespaces and kinds a kernel must not define (they could replace library code).
 _RESERVED_MANGLED = re.compile(r"^_Z(St|NSt|NKSt|N9__gnu_cxx|N10__cxxabiv1|nw|na|dl|da|TV|TI|TS|TT|TH|TW)")
 _FUNC_HEADER = re.compile(r"^[0-9a-f]+ <([^>]+)>:$")
@@ -78,8 +84,9 @@ def check_source_rules(code: str) -> str | None:
 
 
 def allowed_reference(name: str) -> bool:
-    """Whether a CUDA kernel object may reference `name` outside the registration code."""
-    return bool(_RUNTIME.match(name)) or name in _LAUNCH_INTERNALS
+    """Whether a CUDA kernel object may reference `name` outside the registration code: the runtime
+    calls above, the launch internals, and the C++ runtime's type information (headers that throw)."""
+    return bool(_RUNTIME.match(name) or _TYPEINFO.match(name)) or name in _LAUNCH_INTERNALS
 
 
 def _stub_kernel(name: str) -> str | None:
@@ -113,16 +120,25 @@ def _functions(disassembly: str) -> dict[str, list[str]]:
 
 
 def _registration_function_ok(name: str, lines: list[str]) -> str | None:
-    """Every call or external jump of a registration function goes to the runtime's registration API."""
+    """Every call or jump of a registration function goes to the runtime's registration API, to nvcc's
+    other registration functions, or within itself; only the static constructor calls through a
+    pointer (at -O0, the registration callback)."""
     for i, line in enumerate(lines):
-        if not re.search(r"\t(call|jmp)\w*\s", line):
+        insn = line.split("\t")[-1]
+        if not re.match(r"(call|jmp)\w*\s", insn):
             continue
         reloc = _RELOC_LINE.match(lines[i + 1]) if i + 1 < len(lines) else None
         if reloc:
-            if reloc.group(1) not in REGISTRATION:
+            if reloc.group(1) not in REGISTRATION and reloc.group(1) not in _REGISTRATION_FUNCTIONS:
                 return f"CUDA registration code calls {reloc.group(1)}"
-        elif "call" in line.split("\t")[-1] or "*" in line or f"<{name}" not in line:
-            return "CUDA registration code makes a call it should not"
+            continue
+        if "*" in insn:
+            if name == _REGISTRATION_FUNCTIONS[0] and insn.startswith("call"):
+                continue
+            return "CUDA registration code calls through a pointer"
+        target = re.search(r"<([^>+]+)(\+0x[0-9a-f]+)?>", insn)
+        if not target or target.group(1).split(".")[0] not in (name, *_REGISTRATION_FUNCTIONS):
+            return f"CUDA registration code calls {target.group(1) if target else 'an unknown address'}"
     return None
 
 
@@ -134,7 +150,8 @@ def _init_array_ok(sections: str, disassembly: str) -> str | None:
             return "kernel has static constructors or destructors, which run outside the timed call"
     if ".init_array" not in names:
         return None
-    m = re.search(r"^Relocation section '\.rela\.init_array' at offset \S+ contains (\d+) entr", sections, re.M)
+    tables = list(re.finditer(r"^Relocation section '\.rela\.init_array' at offset \S+ contains (\d+) entr", sections, re.M))
+    m = tables[0] if len(tables) == 1 and names.count(".init_array") == 1 else None
     if not m or int(m.group(1)) != 1:
         return "kernel has static constructors besides the CUDA registration (C++ dynamic initializers or constructor attributes)"
     rest = sections[m.end():].splitlines()[2:3]
@@ -174,7 +191,9 @@ def check_object(functions: list[str], signature: str, nm_output: str, sections:
             if name in REGISTRATION:
                 continue  # where it is referenced from is checked below
             if not (c_allowed(name) or allowed_reference(name)):  # type: ignore[operator]
-                return f"kernel references {name}, which kernels may not use"
+                hint = (" (<cub/cub.cuh> and thrust bring host I/O and NVTX's library loader: include the block- or warp-level "
+                        "cub headers, e.g. <cub/block/block_reduce.cuh>)") if name in _HEAVY_HEADERS else ""
+                return f"kernel references {name}, which kernels may not use{hint}"
         elif kind == "i":
             return f"kernel defines {name} as an indirect function (ifunc), whose resolver runs before main"
         elif kind in ("T", "D", "B", "R", "C", "G", "S", "I", "A", "u", "W", "V"):
@@ -185,9 +204,10 @@ def check_object(functions: list[str], signature: str, nm_output: str, sections:
             if _RESERVED_MANGLED.match(name):
                 return f"kernel defines {name}, a name reserved for the C++ library"
             continue
-        if kind in ("W", "V") and (name == "DW.ref.__gxx_personality_v0" or (name.startswith("_Z") and not _RESERVED_MANGLED.match(name))):
+        # inline functions and variables of C++ headers (templates, libcu++'s unique objects)
+        if kind in ("W", "V", "u") and (name == "DW.ref.__gxx_personality_v0" or (name.startswith("_Z") and not _RESERVED_MANGLED.match(name))):
             continue
-        if kind in ("W", "V"):
+        if kind in ("W", "V", "u"):
             return f"kernel defines weak symbol {name}, which could replace harness or library code"
         hint = "make helpers static" if name.startswith("_Z") else "kernels need C++ linkage, not extern \"C\"; make helpers static"
         return f"kernel defines global symbol {name}; it may define only {', '.join(functions)} and its __global__ kernels ({hint})"
@@ -206,7 +226,7 @@ def check_object(functions: list[str], signature: str, nm_output: str, sections:
     for fn, lines in _functions(disassembly).items():
         base = fn.split(".")[0]
         if base in _REGISTRATION_FUNCTIONS:
-            why = _registration_function_ok(fn, lines)
+            why = _registration_function_ok(base, lines)
             if why:
                 return why
             continue

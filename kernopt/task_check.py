@@ -155,7 +155,7 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
         dev = ev.device()
     except InfraError as e:
         return [*checks, Check("torch", False, str(e))]
-    checks.append(Check("torch", True, f"runs on {dev.label}"))
+    checks.append(Check("torch", True, f"runs on {dev.label if dev.cuda or task.target == 'triton' else 'cpu (no GPU: the reference only)'}"))
     shapes = [dict(s) for s in task.shapes.check]
     for end in (0, 1):
         if task.shapes.random:
@@ -198,8 +198,9 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
     try:
         if task.target == "cuda" and not dev.cuda:
             res = ev.nvcc_resources(source, dev, trusted=True)
-            checks.append(Check("baseline", True, f"compiled for {task.build.arch} with nvcc ({len(res)} kernels); no GPU here, so not run"))
-            return checks
+            checks.append(Check("baseline", True, f"compiled for {task.build.arch} with nvcc ({len(res)} kernel{'s' * (len(res) != 1)}); "
+                                "no GPU here, so not run"))
+            return [*checks, Check("timing", True, "no GPU here: the timing shape is not checked", warning=True)]
         ext = ev.build_extension(source) if task.target == "cuda" else None
         ver = Verification()
         ev.verify(source, ver, check_ops=False, ext=ext)

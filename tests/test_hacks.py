@@ -201,6 +201,16 @@ def test_parallelism_claimed_in_a_comment_is_not_faster(make_ev: EvFactory) -> N
     assert not r.faster, r.reason
 
 
+def test_cache_by_input_content_gains_nothing_in_timing(make_ev: EvFactory) -> None:
+    """Hack 5d: results cached by the inputs' content. Correctness calls never repeat inputs, so it
+    verifies; it would look faster only if timed calls repeated inputs, and each gets its own seed."""
+    ev = make_ev(SMALL)
+    r = evaluate(ev, hack("h05d_cache_by_content.c"))
+    assert r.status == "ok", show(r)
+    assert r.timing is not None and not r.faster, r.reason
+    assert r.timing.speedup < 1.3, r.reason
+
+
 def test_racy_reduction_rejected(make_ev: EvFactory) -> None:
     """Hack 17: shared `s +=` in a parallel loop: lost updates at >1 thread, or the race check."""
     r = evaluate(make_ev(REDUCTION), hack("h17a_racy_reduction.c"))

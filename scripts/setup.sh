@@ -18,9 +18,21 @@ if [ ${#missing[@]} -gt 0 ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
-PY=${PYTHON:-python3}
+# The venv's interpreter must be one every user can run: as root, the local sandbox runs candidates
+# (and the torch-family runner, with the venv's packages) under a private uid, which cannot enter
+# /root, where pyenv-style interpreters live. So Debian's /usr/bin/python3 is preferred.
+PY=${PYTHON:-}
+if [ -z "$PY" ]; then
+  PY=python3
+  if [ -x /usr/bin/python3 ] && /usr/bin/python3 -c 'import sys, venv; sys.exit(sys.version_info < (3, 11))' 2>/dev/null; then PY=/usr/bin/python3; fi
+fi
 if ! "$PY" -c 'import sys; sys.exit(sys.version_info < (3, 11))'; then
   echo "setup: error: kernopt needs Python >= 3.11 ($PY is $("$PY" --version 2>&1))" >&2; exit 1
+fi
+if [ -x .venv/bin/python ] && [ "$(id -u)" -eq 0 ] && command -v setpriv >/dev/null &&
+   ! setpriv --reuid=65534 --regid=65534 --clear-groups "$(readlink -f .venv/bin/python)" -I -c "" 2>/dev/null; then
+  echo "setup: .venv's interpreter ($(readlink -f .venv/bin/python)) cannot be run by other users; recreating .venv from $PY"
+  rm -rf .venv
 fi
 if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv

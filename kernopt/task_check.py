@@ -44,12 +44,36 @@ class Check:
 def check_task(task: AnyTask, sandbox: Sandbox, progress: Callable[[str], None] = lambda _: None) -> list[Check]:
     if isinstance(task, TorchTask):
         return _check_torch_task(task, sandbox, progress)
-    ev = CFamilyEvaluator(task, sandbox, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-check-")))
+    workroot = Path(tempfile.mkdtemp(prefix="kernopt-check-"))
+    if task.uses_gpu:  # cuda-c
+        from kernopt.evaluators.cuda_c import CudaCEvaluator
+
+        ev: CFamilyEvaluator = CudaCEvaluator(task, sandbox, EvalConfig(), workroot)
+    else:
+        ev = CFamilyEvaluator(task, sandbox, EvalConfig(), workroot)
     try:
         with ev.session():  # docker: one container for the whole check
+            if task.uses_gpu and ev.gpu() is None:  # type: ignore[attr-defined]
+                return _check_compile_only(task, ev, progress)
             return _check(task, ev, progress)
     finally:
         ev.close()
+
+
+def _check_compile_only(task: Task, ev: CFamilyEvaluator, progress: Callable[[str], None]) -> list[Check]:
+    """cuda-c without a GPU: the harness, driver and baseline build with nvcc; nothing can run."""
+    from kernopt.candidate import Candidate
+
+    checks = [Check("load", True, f"{task.target} task, kernel {task.kernel}, functions {', '.join(task.functions)}")]
+    progress(f"building harness and baseline with nvcc for {task.build.arch} (no GPU here)")
+    r = ev.evaluate(Candidate(files={task.kernel: task.baseline_source()}, author="baseline"))
+    if r.status != "unverified":
+        checks.append(Check("build", False, f"baseline: {r.status}: {r.reason}"))
+        return checks
+    kernels = "; ".join(k.describe() for k in r.resources) or "no kernels reported"
+    checks.append(Check("build", True, f"baseline builds with nvcc for {task.build.arch} ({kernels})"))
+    checks.append(Check("run", True, "skipped: no GPU here, so outputs, determinism and timing are checked only on a GPU machine"))
+    return checks
 
 
 def _check(task: Task, ev: CFamilyEvaluator, progress: Callable[[str], None]) -> list[Check]:

@@ -1,7 +1,7 @@
 """The GPU-form reward hacks of /work/shared/VERIFICATION.md against the torch-family evaluator.
 
 Every case is a complete solution.py under tests/hacks_gpu/ for tasks/triton/vector_add (one control
-for tasks/triton/softmax), evaluated through the real TorchEvaluator in the local sandbox. Without a
+for tests/data/softmax_rows), evaluated through the real TorchEvaluator in the local sandbox. Without a
 GPU the runner executes Triton kernels under the interpreter (TRITON_INTERPRET=1, set by the
 evaluator), so everything except timing is exercised here; the GPU-marked tests need CUDA.
 
@@ -35,7 +35,7 @@ from tests.conftest import REPO, enterable_tmpdir
 
 HACKS = Path(__file__).resolve().parent / "hacks_gpu"
 VECTOR_ADD = REPO / "tasks" / "triton" / "vector_add"
-SOFTMAX = REPO / "tasks" / "triton" / "softmax"
+SOFTMAX = REPO / "tests" / "data" / "softmax_rows"
 
 
 def hack(name: str) -> str:

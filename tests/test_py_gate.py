@@ -4,6 +4,7 @@ Nothing here imports or runs a solution."""
 
 from __future__ import annotations
 
+import re
 import textwrap
 from pathlib import Path
 
@@ -15,11 +16,17 @@ from kernopt.task import TorchTask, load_task
 
 REPO = Path(__file__).resolve().parent.parent
 HACKS = Path(__file__).resolve().parent / "hacks_gpu"
-ADD = load_task(REPO / "tasks" / "triton" / "vector_add")
-SOFTMAX = load_task(REPO / "tasks" / "triton" / "softmax")
-CONV1D = load_task(REPO / "tasks" / "triton" / "conv1d")
-CUDA_ADD = load_task(REPO / "tests" / "data" / "cuda_vector_add")
-assert isinstance(ADD, TorchTask) and isinstance(SOFTMAX, TorchTask) and isinstance(CUDA_ADD, TorchTask) and isinstance(CONV1D, TorchTask)
+
+
+def torch_task(path: Path) -> TorchTask:
+    task = load_task(path)
+    assert isinstance(task, TorchTask)
+    return task
+
+
+ADD = torch_task(REPO / "tasks" / "triton" / "vector_add")
+SOFTMAX = torch_task(REPO / "tests" / "data" / "softmax_rows")
+CUDA_ADD = torch_task(REPO / "tests" / "data" / "cuda_vector_add")
 
 HEADER = "import torch\nimport torch.nn as nn\nimport triton\nimport triton.language as tl\n"
 ADD_KERNEL = '''
@@ -122,10 +129,64 @@ def check(task: TorchTask, source: str) -> str | None:
 
 
 # ---------------------------------------------------------------- controls
-@pytest.mark.parametrize("task_dir", sorted(p.parent.name for p in (REPO / "tasks" / "triton").glob("*/task.toml")))
-def test_every_triton_starting_kernel_passes(task_dir: str) -> None:
-    task = load_task(REPO / "tasks" / "triton" / task_dir)
-    assert check(task, task.baseline_source()) is None  # type: ignore[arg-type]
+TORCH_TASKS = sorted(p.parent for p in [*(REPO / "tasks").glob("*/*/task.toml"), *(REPO / "tests" / "data").glob("*/task.toml")]
+                     if re.search(r'(?m)^target = "(triton|cuda)"', p.read_text()))
+
+
+@pytest.mark.parametrize("task_dir", TORCH_TASKS, ids=[str(d.relative_to(REPO)) for d in TORCH_TASKS])
+def test_every_torch_family_starting_kernel_passes(task_dir: Path) -> None:
+    task = torch_task(task_dir)
+    assert check(task, task.baseline_source()) is None
+
+
+GEMM_LRELU = TorchTask(name="gemm_lrelu", target="triton", description="KernelBench level 2, problem 12",
+                       root=REPO / "tests" / "data" / "kernelbench", reference="12_Gemm_Multiply_LeakyReLU.py",
+                       shapes={"vars": ["batch_size"], "check": [{"batch_size": 3}]})
+GEMM_KERNEL = """
+@triton.jit
+def fused(x_ptr, w_ptr, b_ptr, out_ptr, M, N, K, mult, slope, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    row = tl.program_id(0)
+    cols = tl.program_id(1) * BLOCK_N + tl.arange(0, BLOCK_N)
+    acc = tl.zeros((BLOCK_N,), dtype=tl.float32)
+    for k0 in range(0, K, BLOCK_K):
+        ks = k0 + tl.arange(0, BLOCK_K)
+        x = tl.load(x_ptr + row * K + ks, mask=ks < K, other=0.0)
+        w = tl.load(w_ptr + cols[:, None] * K + ks[None, :], mask=(cols[:, None] < N) & (ks[None, :] < K), other=0.0)
+        acc += tl.sum(w * x[None, :], axis=1)
+    y = (acc + tl.load(b_ptr + cols, mask=cols < N, other=0.0)) * mult
+    tl.store(out_ptr + row * N + cols, tl.where(y > 0, y, y * slope), mask=cols < N)
+"""
+
+
+def gemm_src(body: str) -> str:
+    return (HEADER + "import torch.nn.functional as F\n" + GEMM_KERNEL + "\n\nclass ModelNew(nn.Module):\n"
+            "    def __init__(self, in_features, out_features, multiplier, negative_slope):\n        super().__init__()\n"
+            "        self.gemm = nn.Linear(in_features, out_features)\n        self.leaky_relu = nn.LeakyReLU(negative_slope)\n"
+            "        self.multiplier, self.negative_slope = multiplier, negative_slope\n\n    def forward(self, x):\n"
+            + textwrap.indent(textwrap.dedent(body), " " * 8) + "\n")
+
+
+GEMM_LAUNCH = """x = x.contiguous()
+M, K = x.shape
+N = self.gemm.weight.shape[0]
+out = torch.empty((M, N), device=x.device, dtype=x.dtype)
+fused[(M, triton.cdiv(N, 64))](x, self.gemm.weight, self.gemm.bias, out, M, N, K, self.multiplier, self.negative_slope, BLOCK_N=64, BLOCK_K=64)
+return out"""
+
+
+@pytest.mark.parametrize("body,fragment", [
+    (GEMM_LAUNCH, None),
+    ("x = self.gemm(x)\n" + GEMM_LAUNCH, "self.gemm is a module of a kind the reference uses"),
+    ("y = F.linear(x, self.gemm.weight, self.gemm.bias)\n" + GEMM_LAUNCH, "torch.nn.functional.linear is the reference's own operation"),
+    ("y = x @ self.gemm.weight.t()\n" + GEMM_LAUNCH, "`@` on tensors"),
+    ("y = torch.mm(x, self.gemm.weight.t())\n" + GEMM_LAUNCH, "torch.mm is the reference's own operation"),
+    ("y = self.leaky_relu(x)\n" + GEMM_LAUNCH, ".leaky_relu() is the reference's own operation"),
+    ("y = x * self.multiplier\n" + GEMM_LAUNCH, "`*` on tensors"),
+    ("y = F.leaky_relu(x, 0.1)\n" + GEMM_LAUNCH, "leaky_relu is the reference's own operation"),
+], ids=["kernel", "call_linear", "F_linear", "matmul_operator", "torch_mm", "call_lrelu", "mul_operator", "F_leaky_relu"])
+def test_kernelbench_modules_keep_parameters_but_are_never_called(body: str, fragment: str | None) -> None:
+    why = check(GEMM_LRELU, gemm_src(body))
+    assert why is None if fragment is None else fragment in (why or "accepted"), why
 
 
 def test_controls_pass() -> None:
@@ -152,20 +213,13 @@ def test_controls_pass() -> None:
                  "add_kernel[grid](a, b, out, a.numel(), BLOCK=256)\nreturn out.view(-1).reshape(a.shape)"),
     add_src(body=LAUNCH, extra="def extra_repr(self) -> str:\n    return 'add'\n"),
     add_src(body=LAUNCH, prelude="if __name__ == '__main__':\n    pass\n"),
-], ids=["imports", "streams", "private_self", "raise_assert", "grid_fn", "methods", "main_guard"])
+    add_src(init="self.graph = None\nself.static = None", body="if self.graph is None:\n    self.static = torch.empty_like(a)\n"
+                 "    self.graph = torch.cuda.CUDAGraph()\n    with torch.cuda.graph(self.graph):\n"
+                 "        add_kernel[(triton.cdiv(a.numel(), 128),)](a, b, self.static, a.numel(), BLOCK=128)\n"
+                 "self.graph.replay()\nreturn self.static"),
+], ids=["imports", "streams", "private_self", "raise_assert", "grid_fn", "methods", "main_guard", "cuda_graph"])
 def test_harmless_solutions_pass(source: str) -> None:
     assert check(ADD, source) is None
-
-
-def test_reference_modules_may_hold_parameters() -> None:
-    """conv1d's reference calls F.conv1d: ModelNew may build nn.Conv1d for its parameters but never call it."""
-    conv = "        self.conv = nn.Conv1d(in_channels, out_channels, kernel_size)\n"
-    src = CONV1D.baseline_source().replace("        self.weight = nn.Parameter(", conv + "        self.weight = nn.Parameter(", 1)
-    assert check(CONV1D, src) is None  # type: ignore[arg-type]
-    called = src.replace("        x = x.contiguous()\n", "        x = self.conv(x)\n", 1)
-    assert "self.conv is a module of a kind the reference uses" in (check(CONV1D, called) or "")  # type: ignore[arg-type]
-    assert "do not call it" in (check(CONV1D, src.replace("x = x.contiguous()", "x = self.conv.forward(x)")) or "")  # type: ignore[arg-type]
-    assert "only be built into self" in (check(CONV1D, src.replace("x = x.contiguous()", "x = nn.Conv1d(64, 128, 7)(x)")) or "")  # type: ignore[arg-type]
 
 
 def test_allowed_torch_ops_are_allowed() -> None:
@@ -255,6 +309,13 @@ REJECTED = [
     ("module_alias", ADD, add_src(body="G = torch.nn.functional\n" + LAUNCH), "using the module torch.nn.functional as a value"),
     ("module_argument", ADD, add_src(prelude="def patch(m):\n    return m\n", body="patch(torch.cuda)\n" + LAUNCH), "torch.cuda as a value"),
     ("module_in_tuple", ADD, add_src(body="for m in (torch, triton):\n    pass\n" + LAUNCH), "as a value"),
+    ("module_leaf", ADD, add_src(header=HEADER + "import torch.nn.functional as F\n", body="T = F.torch\nT.load('x')\n" + LAUNCH),
+     "using the module torch.nn.functional.torch as a value"),
+    ("module_leaf_tl", ADD, add_src(body="c = tl.core\n" + LAUNCH), "as a value"),
+    ("alias_conflict", ADD, add_src(header=HEADER + "import math as t\n", prelude="def f():\n    import torch as t\n    return t.load('x')\n"),
+     "t is imported as two different things"),
+    ("param_shadows_alias", ADD, add_src(header=HEADER + "import math\n", prelude="def f(math):\n    return math.load('x')\n"),
+     "parameter math shadows the imported name"),
     # monkeypatching and timers
     ("patch_synchronize", ADD, add_src(prelude="torch.cuda.synchronize = lambda *a: None\n"), "only attributes of self may be set"),
     ("patch_aliased", ADD, add_src(header=HEADER + "import torch as t\n", prelude="t.cuda.synchronize = lambda *a: None\n"),
@@ -317,6 +378,10 @@ REJECTED = [
     ("nn_internals", SOFTMAX, sm_src(init="self.sm = nn.Softmax(dim=1)", body="return self._modules['sm'](x)"), "._modules is not allowed"),
     ("builtin_sum", ADD, add_src(body="return sum([a, b])"), "sum() on tensors is the reference's own operation (add)"),
     ("pluggable_allocator", ADD, add_src(body="torch.cuda.CUDAPluggableAllocator('x.so', 'a', 'f')\n" + LAUNCH), "loading shared libraries"),
+    ("kernel_fn_fallback", SOFTMAX, sm_src(prelude="@triton.jit\ndef fake(t):\n    return torch.softmax(t, 1)\n", body="return fake.fn(x)"),
+     "torch.softmax is the reference's own operation"),
+    ("kernel_fn_method", SOFTMAX, sm_src(prelude="@triton.jit\ndef fake(t):\n    return t.softmax(1)\n", body="return fake.fn(x)"),
+     ".fn is not allowed: a Triton kernel's Python function"),
     ("aten_ops", SOFTMAX, sm_src(body="return torch.ops.aten._softmax(x, 1, False)"), "not allowed"),
 ]
 
@@ -362,6 +427,10 @@ CUDA_REJECTED = [
     ("torch_add_in_cpp", cuda_src(cuda='"torch::Tensor add(torch::Tensor a, torch::Tensor b) { return torch::add(a, b); }"'),
      "calls add(), the reference's own operation"),
     ("method_add_in_cpp", cuda_src(cuda='"torch::Tensor add(torch::Tensor a, torch::Tensor b) { return a.add(b); }"'), "reference's own"),
+    ("syscall_macro", cuda_src(cuda='"#define S syscall\\nvoid f() { S(60, 0); }"'), "uses syscall"),
+    ("filesystem", cuda_src(cuda='"void f() { std::filesystem::remove_all(\\"/tmp/x\\"); }"'), "uses filesystem"),
+    ("aten_native", cuda_src(cuda='"torch::Tensor add(torch::Tensor a, torch::Tensor b) { return at::native::add(a, b, 1); }"'), "ATen internals"),
+    ("torch_load_cpp", cuda_src(cuda='"void f() { torch::Tensor t; torch::load(t, \\"x.pt\\"); }"'), "file access"),
     ("cpp_sources_checked", cuda_src(cpp='"#include \\"/etc/passwd\\"\\n"'), "#include only"),
 ]
 

@@ -19,7 +19,9 @@ import ast
 import functools
 import re
 import sys
+from typing import Any
 
+from kernopt.evaluators import cuda_gate
 from kernopt.evaluators.static_gate import MAX_SOURCE_BYTES, check_text, strip_comments_and_strings
 from kernopt.task import TorchTask
 
@@ -30,6 +32,13 @@ IMPORTS = frozenset({"torch", "torch.nn", "torch.nn.functional", "triton", "trit
 _NAMESPACES = IMPORTS | {"torch.nn.init", "torch.cuda", "torch.linalg", "torch.fft", "torch.special", "torch.autograd", "torch.amp",
                          "torch.cuda.amp", "torch.version", "triton.language.math", "torch.Tensor", "torch.nn.Module",
                          "torch.autograd.Function", "torch.utils", "torch.utils.cpp_extension"}
+# Other modules reachable as attributes of those namespaces (torch 2.13, triton 3.9): never a value either.
+_MODULE_LEAVES = set("""accelerator anomaly_mode ao attention autocast_mode backcompat backend_registration backends checkpoint collect_env
+    common common_types compiler core cpp_backtrace cpu data deterministic distributions dlpack errors forward_ad func function functional
+    futures gdc gds grad grad_mode grad_scaler graphs green_contexts hip hooks intrinsic knobs masked memory module modules mps mtia
+    nccl nested nvtx optim parallel parameter profiler_legacy profiler_util qat quantizable quantized quantization quasirandom return_types
+    runtime sparse standard stdlib_re streams target_info testing throughput_benchmark tools torch torch_version tunable weak windows xpu
+    F tl np""".split())
 _VALUES = {"torch.Tensor", "torch.nn.Module", "torch.autograd.Function"}  # namespaces that are classes: usable as values
 _INLINE = "torch.utils.cpp_extension.load_inline"
 _TRITON = {"jit", "autotune", "heuristics", "Config", "cdiv", "next_power_of_2", "language", "constexpr"}
@@ -52,7 +61,8 @@ _ANY_BANNED = {**dict.fromkeys(set(sys.stdlib_module_names) - {"math", "select",
                **dict.fromkeys(["elapsed_time", "globaltimer", "Event"], "timer access (timing belongs to the runner)"),
                **dict.fromkeys(["inline_asm_elementwise"], "inline assembly"), "from_file": "file access",
                **dict.fromkeys(["device_print", "static_print"], "printing (results come from the runner only)"),
-               **dict.fromkeys(["cudart", "jiterator"], "raw CUDA runtime access")}
+               **dict.fromkeys(["cudart", "jiterator"], "raw CUDA runtime access"),
+               **dict.fromkeys(["fn", "base_fn"], "a Triton kernel's Python function (launch kernels with kernel[grid](...))")}
 _BUILTINS = {"open": "file access", **dict.fromkeys(["exec", "eval", "compile"], "running code from strings"),
              **dict.fromkeys(["globals", "locals", "vars", "getattr"], "reaching attributes by name (write the attribute)"),
              **dict.fromkeys(["setattr", "delattr"], "monkeypatching"),
@@ -85,7 +95,9 @@ CUDA_INCLUDES = frozenset({"cuda_runtime.h", "cuda.h", "cuda_fp16.h", "cuda_bf16
                            "climits", "limits", "vector", "algorithm"})
 _CUDA_WORDS = re.compile(r"(cublas|cublasLt|cudnn|cusparse|cufft|cusolver|curand|nccl|cutlass|blas)\w*|(thread|jthread|async|this_thread"
                          r"|cout|cerr|clog|ifstream|ofstream|fstream|FILE|chrono|clock|clock64|time|__rdtsc|getenv|fprintf|fwrite|freopen|fdopen"
-                         r"|read|write|sleep|usleep|nanosleep|mmap|mprotect|dlopen|system|popen|fork|exit|abort|kill|raise|signal|fopen|open"
+                         r"|read|write|sleep|usleep|nanosleep|mmap|mprotect|dlopen|dlsym|syscall|system|popen|fork|vfork|execve|execv|execvp"
+                         r"|execl|execlp|pthread_create|ptrace|setenv|putenv|gettimeofday|clock_gettime|exit|abort|kill|raise|signal|fopen|open"
+                         r"|filesystem|unlink|rmdir|rename|remove|chmod|socket|connect"
                          r"|printf|puts|cudaEventElapsedTime|cudaLaunchHostFunc|cudaStreamAddCallback|cudaDeviceReset|cudaSetDevice"
                          r"|cudaProfilerStart|cudaProfilerStop|cu(Event|Ctx|DevicePrimaryCtx|LaunchHostFunc|StreamAddCallback|ModuleLoad"
                          r"|LibraryLoad|Profiler)\w*)")
@@ -111,12 +123,19 @@ class _Module:
         self.tree = ast.parse(source)
         self.parent: dict[ast.AST, ast.AST] = {c: p for p in ast.walk(self.tree) for c in ast.iter_child_nodes(p)}
         self.alias: dict[str, str] = {}
+        self.conflict: tuple[ast.AST, str] | None = None  # a name two imports bind to different things
         for node in ast.walk(self.tree):
-            for a in node.names if isinstance(node, ast.Import | ast.ImportFrom) else []:
+            if not isinstance(node, ast.Import | ast.ImportFrom):
+                continue
+            for a in node.names:
                 if isinstance(node, ast.Import):
-                    self.alias[a.asname or a.name.split(".")[0]] = a.name if a.asname else a.name.split(".")[0]
+                    name, path = a.asname or a.name.split(".")[0], a.name if a.asname else a.name.split(".")[0]
                 elif node.module and a.name != "*":
-                    self.alias[a.asname or a.name] = f"{node.module}.{a.name}"
+                    name, path = a.asname or a.name, f"{node.module}.{a.name}"
+                else:
+                    continue
+                if self.alias.setdefault(name, path) != path and self.conflict is None:
+                    self.conflict = (node, name)
 
     def path(self, node: ast.AST) -> str | None:
         if isinstance(node, ast.Name):
@@ -217,7 +236,7 @@ def _tensorish(mod: _Module, e: ast.AST, tainted: set[str]) -> bool:
 
 def _taint(mod: _Module, fn: ast.AST, tainted: set[str]) -> set[str]:
     """Names in `fn` that (flow-insensitively, in a few passes over its assignments) may hold tensors."""
-    tainted, pairs = set(tainted), []
+    tainted, pairs = set(tainted), list[tuple[ast.AST, ast.AST]]()
     for node in ast.walk(fn):
         pairs += [(t, node.value) for t in node.targets] if isinstance(node, ast.Assign) else \
             [(node.target, node.value)] if isinstance(node, ast.AugAssign | ast.AnnAssign | ast.NamedExpr) and node.value else \
@@ -235,7 +254,7 @@ def _taint(mod: _Module, fn: ast.AST, tainted: set[str]) -> set[str]:
 
 def _tensor_ops(mod: _Module, fn: ast.AST, params: set[str]) -> list[tuple[str, ast.AST]]:
     """(operation, node) for every operator applied to a tensor in `fn`."""
-    tainted, out = _taint(mod, fn, params), []
+    tainted, out = _taint(mod, fn, params), list[tuple[str, ast.AST]]()
     for node in ast.walk(fn):
         if isinstance(node, ast.BinOp | ast.AugAssign):
             left, right = (node.left, node.right) if isinstance(node, ast.BinOp) else (node.target, node.value)
@@ -283,7 +302,7 @@ def _inline_sources(mod: _Module, keys: tuple[str, ...]) -> list[tuple[str, int]
     out: list[tuple[str, int]] = []
     for call in _inline_calls(mod):
         args = {**dict(zip(("name", "cpp_sources", "cuda_sources"), call.args, strict=False)), **{k.arg: k.value for k in call.keywords if k.arg}}
-        out += [s for key in keys if key in args and not (isinstance(args[key], ast.Constant) and args[key].value is None)
+        out += [s for key in keys if key in args and not (isinstance(args[key], ast.Constant) and args[key].value is None)  # type: ignore[attr-defined]
                 for s in _strings(mod, args[key])]
     return out
 
@@ -304,11 +323,7 @@ def _check_cxx(text: str, banned: set[str]) -> str | None:
     if why:
         return why
     code = strip_comments_and_strings(re.sub(r"\\\r?\n", "", text).replace("%:", "#").replace("??=", "#"))
-    try:
-        from kernopt.evaluators.cuda_gate import check_source_rules
-    except ImportError:  # written alongside this module
-        check_source_rules = None  # type: ignore[assignment]
-    why = check_source_rules(code) if check_source_rules else None
+    why = cuda_gate.check_source_rules(code)  # nvcc's reserved names and exit hooks
     if why:
         return why
     if "##" in code or re.search(r"\\[uU][0-9A-Fa-f]", code):
@@ -316,6 +331,9 @@ def _check_cxx(text: str, banned: set[str]) -> str | None:
     for word in re.findall(r"[A-Za-z_]\w*", code):
         if _CUDA_WORDS.fullmatch(word):
             return f"uses {word}: libraries, host threads, timers, files, printing and process control are not allowed in a CUDA source"
+    m = re.search(r"\b(?:at|torch|c10)\s*::\s*(?:\w+\s*::\s*)*(native|_ops|blas|load|save|pickle_load|pickle_save|from_file)\b", code)
+    if m:
+        return f"uses {m.group(0)}: ATen internals (they bypass the dispatcher) and file access are not allowed in a CUDA source"
     for m in re.finditer(r"\b(?:torch|at)\s*::\s*(?:\w+\s*::\s*)*(\w+)\s*\(|(?:\.|->)\s*(\w+)\s*\(", code):
         name = m.group(1) or m.group(2)
         if _norm(name) in banned:
@@ -353,8 +371,12 @@ def _check(task: TorchTask, mod: _Module) -> None:
     methods = set().union(*classes.values()) if classes else set()
     own = methods | {n.attr for n in ast.walk(mod.tree) if isinstance(n, ast.Attribute) and not isinstance(n.ctx, ast.Load)
                      and isinstance(n.value, ast.Name) and n.value.id == "self"}
+    if mod.conflict:
+        raise _Reject(mod.conflict[0], f"{mod.conflict[1]} is imported as two different things")
     for node in ast.walk(mod.tree):
         line = node
+        if isinstance(node, ast.arg) and node.arg in mod.alias:
+            raise _Reject(line, f"parameter {node.arg} shadows the imported name {node.arg}")
         if isinstance(node, ast.Import | ast.ImportFrom):
             mods = [a.name for a in node.names] if isinstance(node, ast.Import) else [node.module or "."]
             for m in mods:
@@ -368,7 +390,7 @@ def _check(task: TorchTask, mod: _Module) -> None:
                 if m not in ok and (m not in _NAMESPACES or m.startswith("torch.utils")):
                     raise _Reject(line, f"import {m} is not allowed (solutions may import {', '.join(sorted(ok))})")
             for a in node.names if isinstance(node, ast.ImportFrom) and node.module != "__future__" else []:
-                why = _path_problem(f"{node.module}.{a.name}", task.target)
+                why = _path_problem(f"{getattr(node, 'module', '')}.{a.name}", task.target)
                 if why:
                     raise _Reject(line, why)
         elif isinstance(node, ast.Try | ast.TryStar):
@@ -423,11 +445,11 @@ def _check_attribute(mod: _Module, node: ast.Attribute, classes: dict, methods: 
     if isinstance(node.value, ast.Name) and node.value.id in classes and node.attr in methods:
         raise _Reject(node, f"{node.value.id}.{node.attr}: calling methods through the class is not allowed")
     if not isinstance(node.ctx, ast.Load):
-        fn = mod.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
+        fn: Any = mod.enclosing(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         while fn is not None and "self" not in {a.arg for a in ast.walk(fn.args) if isinstance(a, ast.arg)}:
             fn = mod.enclosing(fn, (ast.FunctionDef, ast.AsyncFunctionDef, ast.Lambda))
         method = fn is not None and isinstance(mod.parent.get(fn), ast.ClassDef) and fn.args.args[:1] and fn.args.args[0].arg == "self" \
-            and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)  # type: ignore[union-attr]
+            and not any(isinstance(d, ast.Name) and d.id == "staticmethod" for d in fn.decorator_list)
         if not (isinstance(root, ast.Name) and root.id == "self" and method):
             raise _Reject(node, f"assigning {ast.unparse(node)} is not allowed: only attributes of self may be set (no monkeypatching)")
 
@@ -441,12 +463,12 @@ def _check_chain(task: TorchTask, mod: _Module, node: ast.Name | ast.Attribute, 
     if why:
         raise _Reject(node, why)
     parent = mod.parent.get(node)
-    if path in _NAMESPACES - _VALUES:
+    if path in _NAMESPACES - _VALUES or (path.count(".") and path.rsplit(".", 1)[-1] in _MODULE_LEAVES):
         raise _Reject(node, f"using the module {path} as a value is not allowed (write {path}.<name>)")
     if path.startswith(_INLINE) and task.target != "cuda":
         raise _Reject(node, "load_inline is for cuda tasks only")
     leaf = path.rsplit(".", 1)[-1]
-    if not path.startswith("torch.") or mod.in_kernel(node) or _norm(leaf) not in banned:
+    if not path.startswith("torch.") or _norm(leaf) not in banned:  # kernels included: `kernel.fn` is banned, torch has no place there
         return
     if leaf[:1].isupper():  # an nn module of a kind the reference uses: only built into self.<attr>, never called
         call = parent if isinstance(parent, ast.Call) and parent.func is node else None
@@ -501,18 +523,19 @@ def _check_fallbacks(mod: _Module, main: ast.ClassDef, banned: set[str]) -> None
     for node in ast.walk(main):
         if isinstance(node, ast.Attribute) and node.attr in submodules and isinstance(node.value, ast.Name) and node.value.id == "self" \
                 and isinstance(node.ctx, ast.Load):
-            use = node
+            use: ast.AST = node
             while isinstance(mod.parent.get(use), ast.Subscript) and mod.parent[use].value is use:  # type: ignore[attr-defined]
                 use = mod.parent[use]
             parent = mod.parent.get(use)
             if not (isinstance(parent, ast.Attribute) and parent.attr != "forward"):
                 raise _Reject(node, f"self.{node.attr} is a module of a kind the reference uses: use its parameters, do not call it")
     # operators on tensors, from forward through the functions it hands tensors to
-    funcs: dict[str, ast.AST] = {f.name: f for f in ast.walk(mod.tree) if isinstance(f, ast.FunctionDef) and not mod.is_triton(f)}
+    funcs: dict[str, Any] = {f.name: f for f in ast.walk(mod.tree) if isinstance(f, ast.FunctionDef) and not mod.is_triton(f)}
     funcs |= {t.id: n.value for n in ast.walk(mod.tree) if isinstance(n, ast.Assign) and isinstance(n.value, ast.Lambda)
               for t in n.targets if isinstance(t, ast.Name)}
     forward = next(f for f in main.body if isinstance(f, ast.FunctionDef) and f.name == "forward")
-    todo, seen = [(forward, frozenset(a.arg for a in forward.args.args[1:] if _tensor_arg(a)))], set()
+    todo: list[tuple[Any, frozenset[str]]] = [(forward, frozenset(a.arg for a in forward.args.args[1:] if _tensor_arg(a)))]
+    seen: set[tuple[int, frozenset[str]]] = set()
     while todo and len(seen) < 100:  # bounded: the runner's dispatch check is the authority
         fn, params = todo.pop()
         if (id(fn), params) in seen:
@@ -530,7 +553,7 @@ def _check_fallbacks(mod: _Module, main: ast.ClassDef, banned: set[str]) -> None
             callee = funcs.get(name or "")
             if callee is None or callee is fn:
                 continue
-            names = [a.arg for a in callee.args.args][1 if isinstance(f, ast.Attribute) else 0:]  # type: ignore[attr-defined]
+            names = [a.arg for a in callee.args.args][1 if isinstance(f, ast.Attribute) else 0:]
             hot = {names[i] for i, a in enumerate(call.args) if i < len(names) and _tensorish(mod, a, tainted)}
             hot |= {k.arg for k in call.keywords if k.arg in names and _tensorish(mod, k.value, tainted)}
             todo.append((callee, frozenset(hot)))

@@ -1,4 +1,4 @@
-"""Control (tasks/triton/softmax): an optimized, correct softmax. One pass computes the row maximum
+"""Control (tests/data/softmax_rows, tasks/triton/softmax): an optimized, correct softmax. One pass computes the row maximum
 and the sum of exponentials together (online rescaling), a second pass normalizes; several rows per
 program; bigger blocks and more warps than the starting kernel."""
 

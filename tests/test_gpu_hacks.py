@@ -171,12 +171,10 @@ def test_cache_by_pointer_never_answers_wrong_in_verification(ev: TorchEvaluator
 
 def test_sideways_fallback_to_other_torch_ops(ev: TorchEvaluator) -> None:
     """Hack 9 sideways: torch computes the sum with ops the reference never runs (stack, sum). The gate
-    and the dispatch check both compare with the reference's own operations, so it passes both."""
+    looks for the reference's own operations; the runtime trace rejects any torch compute op in forward."""
     r = evaluate(ev, hack("h09_stack_sum.py"))
-    if r.status == "ok":
-        pytest.xfail("a fallback through torch ops the reference does not use (aten.stack, aten.sum for a + b) is accepted: "
-                     "the dispatch check rejects only the reference's own aten ops")
     assert r.status == "rejected", show(r)
+    assert "computes with the torch op aten." in r.reason, r.reason
 
 
 # ---------------------------------------------------------------- the same hacks with the gate off

@@ -226,9 +226,10 @@ def test_comparison_is_strict_about_type_dtype_shape_device() -> None:
 def test_fallback_op_ignores_glue_and_allowed_ops() -> None:
     ref = {"aten.mm", "aten.add", "aten.view", "aten.empty"}
     assert fallback_op({"aten.empty", "aten.copy_", "aten.new_empty", "aten.set_", "aten.view"}, ref, []) is None
-    assert fallback_op({"aten.empty", "aten.mm"}, ref, []) == "aten.mm"
+    assert fallback_op({"aten.empty", "aten.mm"}, ref, []) == ("aten.mm", True)
     assert fallback_op({"aten.mm"}, ref, ["aten.mm"]) is None and fallback_op({"aten.mm"}, ref, ["mm"]) is None
-    assert fallback_op({"aten.sum"}, ref, []) is None  # only the reference's own ops count
+    assert fallback_op({"aten.sum", "aten.stack"}, ref, []) == ("aten.stack", False)  # any torch compute op is a fallback
+    assert fallback_op({"aten.sum", "aten.mm"}, ref, []) == ("aten.mm", True)  # the reference's own reported first
 
 
 def test_consistency_catches_savings_the_clocks_do_not_show() -> None:

@@ -356,9 +356,13 @@ class TorchEvaluator:
     def _check_ops(self, ref: RunnerRun, run: RunnerRun) -> None:
         ref_ops = {op for c in ref.calls for op in c.ops}
         cand_ops = {op for c in run.calls for op in c.ops}
-        op = fallback_op(cand_ops, ref_ops, self.task.verify.allow_torch_ops)
-        if op:
-            raise _Fail("rejected", f"ModelNew.forward falls back to the reference's torch op {op}")
+        hit = fallback_op(cand_ops, ref_ops, self.task.verify.allow_torch_ops)
+        if hit:
+            op, theirs = hit
+            if theirs:
+                raise _Fail("rejected", f"ModelNew.forward falls back to the reference's torch op {op}")
+            raise _Fail("rejected", f"ModelNew.forward computes with the torch op {op} instead of its own kernels "
+                                    "(only allocation, view and copy glue may run in torch; the task's verify.allow_torch_ops lists exceptions)")
         ref_inputs = {(describe_shape(c.shape), c.seed): set(c.input_ops) for c in ref.calls}
         for c in run.calls:
             extra = sorted(set(c.input_ops) - ref_inputs.get((describe_shape(c.shape), c.seed), set()))

@@ -5,13 +5,15 @@ order flipping every round, plus the reference in eager PyTorch and under torch.
 asks. Every process gets the same seeds, one per call: each call's inputs are made anew (in one of
 `timing.rotate` buffers) outside the timed region, so no call repeats an earlier one's inputs and a
 cache of results cannot replay answers. Each call is timed with device events around it and a full
-device synchronize before the end event, after an L2 flush. The candidate's last timed output (on
-inputs no earlier call saw) is compared with the reference's (or the baseline's) from the same round. Statistics as in the C family: ratio of
+device synchronize before the end event, after an L2 flush. In every round the host draws which timed
+calls are checked (the last one and two more, unknown to the candidate, whose process never sees its job
+file's contents): their outputs are compared with the reference's (or the baseline's) for the same inputs. Statistics as in the C family: ratio of
 medians with a process bootstrap, a rank test and a paired bound, and a wall-clock cross-check.
 """
 
 from __future__ import annotations
 
+import secrets
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -23,6 +25,7 @@ from kernopt.evaluators.torch_compare import Comparison, RunnerRun, consistent, 
 if TYPE_CHECKING:
     from kernopt.evaluators.torch_family import TorchEvaluator
 
+_rng = secrets.SystemRandom()
 _ROLE = {"baseline": "baseline", "candidate": "candidate", "eager": "reference", "compile": "compile"}
 
 
@@ -48,13 +51,16 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
             if rnd % 2:
                 order.reverse()
             runs: dict[str, tuple[RunnerRun, Path]] = {}
+            first = tt.warmup
+            checked = sorted(_rng.sample(range(first, first + reps), min(2, reps)))
+            round_job = {**job, "check": checked}
             round_walls: dict[str, tuple[float, float, float, float]] = {}
             try:
                 for who in order:
                     carry = {".inductor": compile_cache / ".inductor", ".triton": compile_cache / ".triton"} if (
                         who == "compile" and compile_cache) else None
                     src = source if who == "candidate" else baseline if who == "baseline" else None
-                    run, d, r = ev.run_role(_ROLE[who], "time", job, tt.timeout_s, source=src,
+                    run, d, r = ev.run_role(_ROLE[who], "time", round_job, tt.timeout_s, source=src,
                                             ext=ext if who == "candidate" else None, carry=carry)
                     runs[who] = (run, d)
                     if who == "candidate":
@@ -75,12 +81,14 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                 walls.append({"base": round_walls["baseline"], "cand": round_walls["candidate"]})
                 truth = runs.get("eager") or runs["baseline"]
                 got = runs["candidate"]
-                if truth[0].timed is None or got[0].timed is None:
-                    raise _Fail("runtime_error", f"no timed output recorded [round {rnd + 1}, {where}]")
-                why = Comparison(task.verify).mismatch(got[0].timed.outputs, load_arrays(got[1], got[0].timed.file),
-                                                       truth[0].timed.outputs, load_arrays(truth[1], truth[0].timed.file))
-                if why:
-                    raise _Fail("wrong_answer", f"{why} [timed run, round {rnd + 1}, {where}, seed {got[0].timed.seed}]")
+                for i in sorted({*checked, first + reps - 1}):
+                    want, have = truth[0].timed.get(i), got[0].timed.get(i)
+                    if want is None or have is None:
+                        raise _Fail("runtime_error", f"no output recorded for timed call {i + 1} [round {rnd + 1}, {where}]")
+                    why = Comparison(task.verify).mismatch(have.outputs, load_arrays(got[1], have.file),
+                                                           want.outputs, load_arrays(truth[1], want.file))
+                    if why:
+                        raise _Fail("wrong_answer", f"{why} [timed call {i + 1}, round {rnd + 1}, {where}, seed {have.seed}]")
             except (OSError, ValueError, KeyError) as e:
                 raise _Fail("runtime_error", f"a timed output is unreadable ({type(e).__name__}: {e})") from None
             finally:

@@ -10,7 +10,7 @@ Roles: `reference` (Model: truth in verify mode, eager PyTorch in time mode), `c
 Modes: `verify` (shapes x seeds; poisoned memory, input immutability and the aten ops seen inside
 forward for the candidate), `time` (warm-up, then per call: inputs made anew from the call's seed in
 one of `rotate` buffers, L2 flush, device events around the call and a full device synchronize, host
-wall clock; the last timed output is saved) and `build`
+wall clock; the outputs of host-picked timed calls are saved) and `build`
 (import and construct only: builds a CUDA extension into TORCH_EXTENSIONS_DIR).
 
 The candidate runs in this very process, so nothing written here is trusted on its own: the job file
@@ -290,7 +290,9 @@ class Runner:
         """One seed per call: before every call, outside the timed region, the input set it uses (one of
         `rotate`, so consecutive calls touch different buffers) is made anew from that call's seed on the
         device. No call sees inputs an earlier call saw, so a cache of results (by pointer, shape or
-        content) cannot replay an answer; the last call's output is saved for the host to check."""
+        content) cannot replay an answer. The outputs of the calls the host picked (`check`: the last
+        one and some it drew at random, unknown to the candidate) are saved for the host to check, so
+        skipping the work on calls that would go unchecked does not pay."""
         job = self.job
         shape, seeds = job["shape"], job["seeds"]
         self.set_shape(shape)
@@ -300,6 +302,7 @@ class Runner:
         if self.cuda and job.get("flush_l2"):
             flush = torch.empty(int(job.get("flush_bytes", 256 << 20)), dtype=torch.uint8, device=self.device)
         out = None
+        check = {int(i) for i in job.get("check", [])} | {len(seeds) - 1}
         for i, seed in enumerate(seeds):
             where = {"shape": shape, "seed": seed}
             k = i % len(sets)
@@ -331,7 +334,9 @@ class Runner:
             if not (isinstance(t, float) and math.isfinite(t)):
                 t = float("nan")
             self.emit({"rep": i, "warmup": i < job["warmup"], "time": t, "wall": w1 - w0})
-        self.emit({"timed": len(seeds) - 1, "shape": shape, "seed": seeds[-1], "file": "timed.npz", "outputs": self.save(out, "timed.npz")})
+            if i in check:  # saved outside the timed region
+                name = f"timed{i}.npz"
+                self.emit({"timed": i, "shape": shape, "seed": seed, "file": name, "outputs": self.save(out, name)})
 
     def build(self):
         group = self.job["groups"][0]

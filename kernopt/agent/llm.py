@@ -25,11 +25,12 @@ from pydantic import BaseModel, ConfigDict, ValidationError
 from kernopt.agent.base import Critic, Critique, SearchState
 from kernopt.agent.extract import extract_code, extract_json
 from kernopt.candidate import Candidate
-from kernopt.evaluators.static_gate import check_source
 from kernopt.evaluators import static_check
+from kernopt.evaluators.static_gate import check_source
 from kernopt.model import Completion, Message, Model
 from kernopt.prompts import knobs, one_line, outcome, render, shared
 from kernopt.task import AnyTask as Task
+from kernopt.task import Task as CTask
 
 KINDS = ("parallelization", "vectorization", "tiling", "memory", "communication", "algorithm", "flags", "knobs", "other")
 # Extra compiler flags offered to the executor; only those the static gate accepts for the task are shown.
@@ -98,13 +99,13 @@ def parse_plan(text: str, avoid: set[str], kinds: list[str]) -> tuple[list[Idea]
 
 def flag_allowed(task: Task, flag: str) -> bool:
     """Whether the evaluator's static gate accepts `flag` as a candidate's extra compiler flag."""
-    return check_source(task, Candidate(files={task.kernel: ""}, cflags=[flag])) is None
+    return isinstance(task, CTask) and check_source(task, Candidate(files={task.kernel: ""}, cflags=[flag])) is None
 
 
 def allowed_knobs(task: Task, cores: int) -> dict[str, Any]:
     """The knob values the executor may set for this task (what the evaluator understands)."""
     defines = {t.name: [str(v) for v in t.values] for t in task.tunables}
-    if task.uses_gpu:  # GPU targets: only the task's tunables (block sizes, warps, stages, launch macros)
+    if task.uses_gpu or not isinstance(task, CTask):  # GPU targets: only the tunables (block sizes, warps, stages, launch macros)
         return {"cflags": [], "threads": [], "ranks": [], "bind": [], "defines": defines}
     counts = list(range(1, max(cores, 1) + 1))
     bind = [*(["close", "spread"] if task.uses_openmp else []), *(["core", "none"] if task.uses_mpi else [])]

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
@@ -20,6 +22,25 @@ class Evaluator(Protocol):
     def remeasure(self, candidate: Candidate) -> EvalResult: ...
 
     def close(self) -> None: ...
+
+
+class SessionMixin:
+    """What every evaluator shares: `self._sb` is the sandbox its steps run in, the evaluation's session
+    (docker: one container) inside `session()`, the evaluator's sandbox outside it."""
+
+    sandbox: Sandbox
+    workroot: Path
+    _sb: Sandbox
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One sandbox session (docker: one container) for everything one evaluation runs."""
+        with self.sandbox.session(self.workroot) as sb:
+            self._sb = sb
+            try:
+                yield
+            finally:
+                self._sb = self.sandbox
 
 
 def static_check(task: AnyTask, candidate: Candidate) -> str | None:

@@ -7,7 +7,6 @@ the task's flags; the baseline runs out of a directory the sandbox cannot write.
 
 from __future__ import annotations
 
-import contextlib
 import os
 import re
 import secrets
@@ -16,7 +15,6 @@ import shutil
 import signal
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -24,7 +22,7 @@ from pathlib import Path
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, ToolMissing
-from kernopt.evaluators import race, stats
+from kernopt.evaluators import SessionMixin, race, stats
 from kernopt.evaluators.compare import DriverRun, compare, load_outputs, read_result
 from kernopt.evaluators.result import EvalResult, TimingStats, Verification
 from kernopt.evaluators.static_gate import check_object, check_source
@@ -70,7 +68,7 @@ def _describe_exit(r: ExecResult) -> str:
     return f"exited with code {r.returncode}"
 
 
-class CFamilyEvaluator:
+class CFamilyEvaluator(SessionMixin):
     """Verifies and times C-family candidates of one task in one sandbox."""
 
     # How the build step inspects kernel.o for the object gate (cuda_c.py reads relocations too).
@@ -89,16 +87,6 @@ class CFamilyEvaluator:
         self._trusted: Path | None = None
         self._baseline: Path | None = None
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """One sandbox session (docker: one container) for everything one evaluation runs."""
-        with self.sandbox.session(self.workroot) as sb:
-            self._sb = sb
-            try:
-                yield
-            finally:
-                self._sb = self.sandbox
 
     # ---------------------------------------------------------------- building
     def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,

@@ -234,9 +234,9 @@ def check_object(functions: list[str], signature: str, nm_output: str, sections:
             r = _RELOC_LINE.match(line)
             if r and r.group(1) in REGISTRATION:
                 return f"kernel calls {r.group(1)} outside the CUDA registration code"
-    m = re.search(r"\t(syscall|sysenter|int\s+\$0x80)\b", "\n".join(ln for ln in disassembly.splitlines() if not _RELOC_LINE.match(ln)))
-    if m:
-        return f"kernel contains a raw {m.group(1)} instruction"
+    raw = re.search(r"\t(syscall|sysenter|int\s+\$0x80)\b", "\n".join(ln for ln in disassembly.splitlines() if not _RELOC_LINE.match(ln)))
+    if raw:
+        return f"kernel contains a raw {raw.group(1)} instruction"
     missing = [f for f in functions if not re.search(rf"^{re.escape(f)} [TW] ", nm_output, re.M)]
     if missing:
         return f"kernel does not define {missing[0]} (signature: {signature})"

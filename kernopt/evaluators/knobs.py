@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import ast
 import re
+from collections.abc import Callable
 
 
 class KnobError(ValueError):
@@ -38,6 +39,10 @@ def declared_knobs(source: str) -> set[str]:
     return names
 
 
+def _define_with(value: str) -> Callable[[re.Match[str]], str]:
+    return lambda m: f"{m.group(1)}{value}{m.group(3)}"
+
+
 def apply_knobs(source: str, defines: dict[str, str]) -> str:
     """`source` with each knob set. Raises KnobError for a knob it does not declare."""
     if not defines:
@@ -57,7 +62,7 @@ def apply_knobs(source: str, defines: dict[str, str]) -> str:
         pattern = re.compile(rf"(?m)^([ \t]*#[ \t]*define[ \t]+{re.escape(name)}[ \t]+)(\S[^\n\\]*?)([ \t]*(?://[^\n]*)?)$")
         if pattern.search(source):
             source_lines = "".join(lines)
-            source_lines = pattern.sub(lambda m: f"{m.group(1)}{value}{m.group(3)}", source_lines)
+            source_lines = pattern.sub(_define_with(value), source_lines)
             lines = source_lines.splitlines(keepends=True)
             tree = ast.parse(source_lines)
             continue

@@ -12,7 +12,6 @@ kernels' resources recorded). A CPU or interpreter timing is never reported as a
 
 from __future__ import annotations
 
-import contextlib
 import json
 import os
 import secrets
@@ -20,7 +19,6 @@ import shutil
 import sys
 import time
 import uuid
-from collections.abc import Iterator
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -29,6 +27,7 @@ from typing import Any
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
+from kernopt.evaluators import SessionMixin
 from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
 from kernopt.evaluators.torch_compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
@@ -106,7 +105,7 @@ def _seed() -> int:
     return secrets.randbits(62)
 
 
-class TorchEvaluator:
+class TorchEvaluator(SessionMixin):
     """Verifies (and on a GPU times) torch-family candidates of one task in one sandbox."""
 
     def __init__(self, task: TorchTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
@@ -118,16 +117,6 @@ class TorchEvaluator:
         os.chmod(self.workroot, 0o755)
         self._device: Device | None = None
         self._sb: Sandbox = sandbox
-
-    @contextlib.contextmanager
-    def session(self) -> Iterator[None]:
-        """One sandbox session (docker: one container) for everything one evaluation runs."""
-        with self.sandbox.session(self.workroot) as sb:
-            self._sb = sb
-            try:
-                yield
-            finally:
-                self._sb = self.sandbox
 
     # ---------------------------------------------------------------- processes
     def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None, memory_mb: int | None = -1) -> ExecResult:

@@ -14,6 +14,8 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from kernopt.task import TorchTask
+
 if TYPE_CHECKING:
     import jinja2
 
@@ -111,7 +113,7 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
     best:     best_so_far(history, gamma): reward, speedup, id, idea, gamma
     """
     task = state.task
-    if task.family == "torch":
+    if isinstance(task, TorchTask):
         hardware: dict[str, Any] = {
             "target": task.target, "cores": state.cores, "gpu": True,
             "timing_shape": task.shapes.timing or "reference.py's own values",
@@ -139,7 +141,7 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
         "task": {"name": task.name, "target": task.target, "description": task.description.strip(),
                  "kernel": task.kernel, "signature": task.signature, "functions": list(task.functions),
                  "language": task.language, "family": task.family,
-                 "reference": task.reference_source() if task.family == "torch" else ""},
+                 "reference": task.reference_source() if isinstance(task, TorchTask) else ""},
         "hardware": hardware,
         "history": history,
         "best": best_so_far(state.history, gamma),

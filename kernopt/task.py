@@ -224,6 +224,12 @@ class TorchVerify(_Strict):
     allow_torch_ops: list[str] = Field(default_factory=list, description="aten ops the reference uses that candidates may "
                                        "still call (e.g. 'aten.mm' where only the epilogue is the task).")
 
+    @field_validator("tolerances")
+    @classmethod
+    def _merge_defaults(cls, v: dict[str, Tolerance]) -> dict[str, Tolerance]:
+        """A task that sets float32 keeps the defaults for the other float dtypes (not exact matching)."""
+        return {**_default_tolerances(), **v}
+
     def tolerance(self, dtype: str) -> Tolerance | None:
         """The tolerance for an output dtype name ('float32', 'torch.float32'); None = exact match."""
         return self.tolerances.get(dtype.removeprefix("torch."))

@@ -105,10 +105,21 @@ def test_norm_tolerance_catches_uniform_small_errors() -> None:
 
 
 def test_norm_error_with_zero_reference_is_absolute() -> None:
+    """Against an all-zero reference the norm error is absolute, and the norm bound's floor is the
+    elementwise atol's (atol * sqrt(n)): it never rejects what every element's tolerance allows."""
     ref = np.zeros(4)
     got = f64(0.0, 1e-3, 0.0, 0.0)
-    mismatch, _, norm_err = compare({"c": got}, {"c": ref}, tol(rtol=0.0, atol=1.0, norm_rtol=1e-4))
-    assert norm_err == pytest.approx(1e-3) and mismatch is not None and "relative norm error" in mismatch.message
+    mismatch, _, norm_err = compare({"c": got}, {"c": ref}, tol(rtol=0.0, atol=1e-3, norm_rtol=1e-4))
+    assert norm_err == pytest.approx(1e-3) and mismatch is None
+    mismatch, _, _ = compare({"c": got}, {"c": ref}, tol(rtol=0.0, atol=5e-4, norm_rtol=1e-4))
+    assert mismatch is not None and "outside tolerance" in mismatch.message
+
+
+def test_norm_bound_catches_errors_spread_within_elementwise_tolerance() -> None:
+    ref = np.ones(10_000)
+    got = ref + 1e-6  # every element within rtol 1e-5, the whole output off by 1e-6 relative
+    mismatch, _, _ = compare({"c": got}, {"c": ref}, tol(rtol=1e-5, atol=1e-12, norm_rtol=1e-7))
+    assert mismatch is not None and "relative norm error" in mismatch.message
 
 
 @pytest.mark.parametrize("dtype", [np.int32, np.int64, np.uint8])

@@ -30,6 +30,11 @@ import traceback
 import numpy as np
 import torch
 
+# Full fp32 in every role (the reference included): TF32 matmuls and convolutions would move fp32 results
+# by ~1e-3 on a GPU. Set before any candidate code runs; the static gate refuses torch.backends.
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
 # Bound before any candidate code runs: a candidate that patches time.perf_counter, the event methods
 # or torch.cuda.synchronize afterwards does not change what this runner calls.
 _perf = time.perf_counter

@@ -77,7 +77,7 @@ class ProgressHooks(Hooks):
         style = STATUS_STYLE.get(result.status, "white")
         tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
-        detail = fmt_speedup(result) if result.status == "ok" else result.reason
+        detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
         self.console.print(f"  {candidate.id} [{style}]{result.status:<13}[/] {detail[:110]}{mark}"
                            f"[dim]{tag} — {candidate.idea[:80]}[/]", highlight=False, soft_wrap=True)
         self.progress.update(self.task_id, advance=1, description=self._describe())

@@ -92,7 +92,7 @@ def read_problem(path: Path) -> Problem:
     in_init = _names_read(funcs["get_init_inputs"]) & set(ints)
     order = list(ints)
     shape_vars = [v for v in order if v in in_inputs and v not in in_init]
-    fixed = [v for v in order if v in in_init or v in in_inputs and v not in shape_vars]
+    fixed = [v for v in order if v in in_init]
     if not shape_vars:
         raise UserError(f"{path}: get_inputs() reads no module-level integer that get_init_inputs() does not; "
                         "kernopt needs at least one shape variable to vary")

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import contextlib
+import os
+import signal
+import uuid
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Protocol
 
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
+from kernopt.errors import InfraError
 from kernopt.evaluators.result import EvalResult
-from kernopt.sandbox import Sandbox
+from kernopt.sandbox import ExecResult, Limits, Sandbox
 from kernopt.task import AnyTask
 
 
@@ -24,13 +28,39 @@ class Evaluator(Protocol):
     def close(self) -> None: ...
 
 
-class SessionMixin:
-    """What every evaluator shares: `self._sb` is the sandbox its steps run in, the evaluation's session
-    (docker: one container) inside `session()`, the evaluator's sandbox outside it."""
+class EvalFail(Exception):
+    """Ends an evaluation early with a verdict (a status, one line of reason, a log excerpt)."""
+
+    def __init__(self, status: str, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+def tail(text: str, lines: int = 25) -> str:
+    """The last `lines` lines of a command's output."""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def describe_exit(r: ExecResult) -> str:
+    """How a sandboxed command ended: 'exited with code 3', 'killed by SIGKILL'."""
+    if r.returncode is not None and r.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-r.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-r.returncode}"
+    return f"exited with code {r.returncode}"
+
+
+class SandboxedEvaluator:
+    """What every evaluator shares: `self._sb` is the sandbox its steps run in (the evaluation's session,
+    docker: one container, inside `session()`; the evaluator's sandbox outside it), each step in a fresh
+    directory under `workroot`."""
 
     sandbox: Sandbox
     workroot: Path
+    config: EvalConfig
     _sb: Sandbox
+    start_hint = ""  # appended to "sandbox could not start ..." (what the user can do about it)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:
@@ -41,6 +71,21 @@ class SessionMixin:
                 yield
             finally:
                 self._sb = self.sandbox
+
+    def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
+             memory_mb: int | None = -1) -> ExecResult:
+        """One sandboxed step under the config's limits (memory_mb -1: the config's; None: no limit)."""
+        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
+        r = self._sb.run(cmd, cwd, limits, env or {})
+        if r.returncode is None and not r.timed_out:
+            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}{self.start_hint}")
+        return r
+
+    def _new_dir(self, label: str) -> Path:
+        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
+        d.mkdir(parents=True)
+        os.chmod(d, 0o755)
+        return d
 
 
 def static_check(task: AnyTask, candidate: Candidate) -> str | None:

@@ -12,9 +12,7 @@ import re
 import secrets
 import shlex
 import shutil
-import signal
 import time
-import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -22,23 +20,18 @@ from pathlib import Path
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, ToolMissing
-from kernopt.evaluators import SessionMixin, race, stats
+from kernopt.evaluators import EvalFail as _Fail
+from kernopt.evaluators import SandboxedEvaluator, race, stats
+from kernopt.evaluators import describe_exit as _describe_exit
+from kernopt.evaluators import tail as _tail
 from kernopt.evaluators.compare import DriverRun, compare, load_outputs, read_result
 from kernopt.evaluators.result import EvalResult, TimingStats, Verification
 from kernopt.evaluators.static_gate import check_object, check_source
-from kernopt.sandbox import ExecResult, Limits, Sandbox
+from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import Task
 
 _CC_FAILED, _INSPECT_FAILED = 97, 98  # the build step's exit codes for "the compiler failed", "binutils failed"
 _LINK_MARK = "kernopt-build: linking"
-
-
-class _Fail(Exception):
-    """Ends an evaluation early with a verdict."""
-
-    def __init__(self, status: str, reason: str, log: str = "") -> None:
-        super().__init__(reason)
-        self.status, self.reason, self.log = status, reason, log
 
 
 @dataclass
@@ -55,20 +48,7 @@ def driver_sources() -> Path:
     return Path(str(resources.files("kernopt.evaluators") / "c"))
 
 
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _describe_exit(r: ExecResult) -> str:
-    if r.returncode is not None and r.returncode < 0:
-        try:
-            return f"killed by {signal.Signals(-r.returncode).name}"
-        except ValueError:
-            return f"killed by signal {-r.returncode}"
-    return f"exited with code {r.returncode}"
-
-
-class CFamilyEvaluator(SessionMixin):
+class CFamilyEvaluator(SandboxedEvaluator):
     """Verifies and times C-family candidates of one task in one sandbox."""
 
     # How the build step inspects kernel.o for the object gate (cuda_c.py reads relocations too).
@@ -89,20 +69,6 @@ class CFamilyEvaluator(SessionMixin):
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
 
     # ---------------------------------------------------------------- building
-    def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
-             memory_mb: int | None = -1) -> ExecResult:
-        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
-        r = self._sb.run(cmd, cwd, limits, env or {})
-        if r.returncode is None and not r.timed_out:
-            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}")
-        return r
-
-    def _new_dir(self, label: str) -> Path:
-        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
-        d.mkdir(parents=True)
-        os.chmod(d, 0o755)
-        return d
-
     def _base_flags(self) -> list[str]:
         return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
 

@@ -20,6 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernopt.evaluators import tail
 from kernopt.evaluators.result import KernelResources
 from kernopt.sandbox import ExecResult
 
@@ -165,15 +166,11 @@ def compile_cuda_sources(sources: list[str], arch: str, run: Runner, workdir: Pa
         log.append(f"$ {shlex.join(cmd)}\n{out}")
         if r.timed_out:
             return NvccOutcome(ok=False, resources=resources, error=f"nvcc timed out after {timeout:.0f}s on CUDA source {i + 1}",
-                               log=_tail("\n".join(log)))
+                               log=tail("\n".join(log), 60))
         if r.returncode != 0:
             err = first_error(r.stderr + "\n" + r.stdout) or f"nvcc exited with code {r.returncode}"
             if r.returncode == 127 or "nvcc: not found" in err:
                 err = "nvcc not found in the sandbox: install the CUDA toolkit"
-            return NvccOutcome(ok=False, resources=resources, error=err, log=_tail("\n".join(log)))
+            return NvccOutcome(ok=False, resources=resources, error=err, log=tail("\n".join(log), 60))
         resources += parse_ptxas(out, arch)
-    return NvccOutcome(ok=True, resources=resources, log=_tail("\n".join(log)))
-
-
-def _tail(text: str, lines: int = 60) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
+    return NvccOutcome(ok=True, resources=resources, log=tail("\n".join(log), 60))

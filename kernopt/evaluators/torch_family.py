@@ -18,7 +18,6 @@ import secrets
 import shutil
 import sys
 import time
-import uuid
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
@@ -27,11 +26,14 @@ from typing import Any
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators import SessionMixin
+from kernopt.evaluators import EvalFail as _Fail
+from kernopt.evaluators import SandboxedEvaluator
+from kernopt.evaluators import describe_exit as _exit
+from kernopt.evaluators import tail as _tail
 from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
 from kernopt.evaluators.torch_compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
-from kernopt.sandbox import ExecResult, Limits, Sandbox
+from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import TorchTask
 
 PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the local sandbox runs
@@ -62,14 +64,6 @@ print(json.dumps(info))
 """
 
 
-class _Fail(Exception):
-    """Ends an evaluation early with a verdict."""
-
-    def __init__(self, status: str, reason: str, log: str = "") -> None:
-        super().__init__(reason)
-        self.status, self.reason, self.log = status, reason, log
-
-
 @dataclass(frozen=True)
 class Device:
     """What the sandbox's Python sees, probed once per evaluator."""
@@ -89,14 +83,6 @@ def runner_source() -> Path:
     return Path(str(resources.files("kernopt.evaluators") / "torch" / "runner.py"))
 
 
-def _tail(text: str, lines: int = 25) -> str:
-    return "\n".join(text.strip().splitlines()[-lines:])
-
-
-def _exit(r: ExecResult) -> str:
-    return f"killed by signal {-r.returncode}" if r.returncode is not None and r.returncode < 0 else f"exited with code {r.returncode}"
-
-
 _PHASE = {"import": "importing solution.py", "init": "ModelNew(...)", "call": "ModelNew.forward", "inputs": "get_inputs()",
           "reference": "the reference", "compile": "torch.compile"}
 
@@ -105,8 +91,10 @@ def _seed() -> int:
     return secrets.randbits(62)
 
 
-class TorchEvaluator(SessionMixin):
+class TorchEvaluator(SandboxedEvaluator):
     """Verifies (and on a GPU times) torch-family candidates of one task in one sandbox."""
+
+    start_hint = f" (set {PYTHON_ENV} to a Python with torch and triton that the sandbox user can run)"
 
     def __init__(self, task: TorchTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
         self.task, self.sandbox, self.config, self.workroot = task, sandbox, config, workroot
@@ -119,20 +107,6 @@ class TorchEvaluator(SessionMixin):
         self._sb: Sandbox = sandbox
 
     # ---------------------------------------------------------------- processes
-    def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None, memory_mb: int | None = -1) -> ExecResult:
-        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
-        r = self._sb.run(cmd, cwd, limits, env or {})
-        if r.returncode is None and not r.timed_out:
-            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]} (set {PYTHON_ENV} to a Python with "
-                             "torch and triton that the sandbox user can run)")
-        return r
-
-    def _new_dir(self, label: str) -> Path:
-        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
-        d.mkdir(parents=True)
-        os.chmod(d, 0o755)
-        return d
-
     def device(self) -> Device:
         """Probe the sandbox once: is torch there, and is there a GPU?"""
         if self._device is None:

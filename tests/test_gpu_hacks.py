@@ -247,11 +247,15 @@ def test_output_cache_does_not_fake_a_speedup(ev: TorchEvaluator, workroot: Path
     """Hack 5 against timing: a cache keyed by the inputs' pointers or content never hits in verification
     (fresh inputs every call). Timing once cycled through `timing.rotate` fixed input sets, so such a
     cache replayed right answers without computing (a 16000x "speedup" when this suite was written);
-    now every timed call gets inputs made anew from its own seed."""
+    now every timed call gets inputs made anew from its own seed. The pointer cache may also hit a reused
+    address during verification (a stale answer), and is then caught there (see test_cache_by_pointer)."""
     tev = small_timing(ev, workroot, name)
     try:
         source = hack(name)
-        assert evaluate(tev, source).status == "ok"
+        status = evaluate(tev, source).status
+        if name == "h05b_cache_by_pointer.py" and status == "wrong_answer":
+            return  # the allocator handed back an address it had cached: rejected before any timing
+        assert status == "ok"
         with tev.session():
             stats = tev.time(source, rounds=2)
     finally:

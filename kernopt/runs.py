@@ -33,13 +33,14 @@ class RunStore:
 
     # ------------------------------------------------------------ opening
     @classmethod
-    def create(cls, config: RunConfig, task_name: str) -> RunStore:
+    def create(cls, config: RunConfig, task_name: str, run_id: str | None = None) -> RunStore:
+        """A new run directory under config.runs_dir, named run_id (a bench's items) or by time and task."""
         runs_dir = Path(config.runs_dir)
         try:
             runs_dir.mkdir(parents=True, exist_ok=True)
         except OSError as e:
             raise UserError(f"cannot create runs directory {runs_dir}: {e.strerror}") from None
-        run_id = f"{time.strftime('%Y%m%d-%H%M%S')}-{task_name}-{secrets.token_hex(2)}"
+        run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{task_name}-{secrets.token_hex(2)}"
         store = cls(runs_dir / run_id)
         (store.root / "candidates").mkdir(parents=True)
         store.lock()

@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 
+from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, ToolMissing
@@ -234,25 +235,28 @@ class CFamilyEvaluator(SandboxedEvaluator):
             why = check_source(self.task, candidate)
             if why:
                 raise _Fail("rejected", why)
-            base = self.baseline_binary()
-            prog, _log = self.build(candidate)
-            cleanup.append(prog.parent)
-            phases["build"] = time.monotonic() - t
-            t = time.monotonic()
-            self._verify(candidate, base, prog, ver)
-            phases["verify"] = time.monotonic() - t
-            t = time.monotonic()
-            if self.task.uses_openmp and self.config.race_check and self.task.verify.race_check:
-                ver.race_check, ver.race_detail = race.check(self, candidate)
-                if ver.race_check == "race":
-                    raise _Fail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
-            else:
-                ver.race_check = "skipped"
-            phases["race"] = time.monotonic() - t
-            t = time.monotonic()
-            timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
-            ver.timed_outputs_checked = True
-            phases["time"] = time.monotonic() - t
+            with placement.hold("shared", phases):  # building and checking run beside other evaluations
+                t = time.monotonic()
+                base = self.baseline_binary()
+                prog, _log = self.build(candidate)
+                cleanup.append(prog.parent)
+                phases["build"] = time.monotonic() - t
+                t = time.monotonic()
+                self._verify(candidate, base, prog, ver)
+                phases["verify"] = time.monotonic() - t
+                t = time.monotonic()
+                if self.task.uses_openmp and self.config.race_check and self.task.verify.race_check:
+                    ver.race_check, ver.race_detail = race.check(self, candidate)
+                    if ver.race_check == "race":
+                        raise _Fail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
+                else:
+                    ver.race_check = "skipped"
+                phases["race"] = time.monotonic() - t
+            with placement.hold("exclusive", phases):  # timing has the machine to itself
+                t = time.monotonic()
+                timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
+                ver.timed_outputs_checked = True
+                phases["time"] = time.monotonic() - t
             flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
             if not timing.consistent:
                 flags.append("timing_inconsistent")
@@ -360,8 +364,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
         t = time.monotonic()
         prog: Path | None = None
         try:
-            prog, _ = self.build(candidate)
-            timing = self.time(candidate, self.baseline_binary(), prog, self.config.remeasure_rounds)
+            with placement.hold("shared"):
+                prog, _ = self.build(candidate)
+                base = self.baseline_binary()
+            with placement.hold("exclusive"):
+                timing = self.time(candidate, base, prog, self.config.remeasure_rounds)
         except _Fail as f:
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
         finally:

@@ -23,6 +23,7 @@ from importlib import resources
 from pathlib import Path
 from typing import Any
 
+from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
@@ -220,30 +221,33 @@ class TorchEvaluator(SandboxedEvaluator):
         t = time.monotonic()
         ext: Path | None = None
         try:
-            source, trusted = self.prepare(candidate)
-            dev = self.device()
-            ver.device = dev.label if self.task.target == "triton" or dev.cuda else "none (compiled only)"
-            if self.task.target == "cuda":
-                resources_ = self.nvcc_resources(source, dev, trusted)
+            with placement.hold("shared", phases):  # building and checking run beside other evaluations
+                t = time.monotonic()
+                source, trusted = self.prepare(candidate)
+                dev = self.device()
+                ver.device = dev.label if self.task.target == "triton" or dev.cuda else "none (compiled only)"
+                if self.task.target == "cuda":
+                    resources_ = self.nvcc_resources(source, dev, trusted)
+                    if not dev.cuda:
+                        phases["build"] = time.monotonic() - t
+                        nvcc = _optional("nvcc")
+                        summary = nvcc.describe_resources(resources_) if resources_ and nvcc is not None else "no kernels reported"
+                        return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=resources_,
+                                          reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
+                    ext = self.build_extension(source)
+                phases["build"] = time.monotonic() - t
+                t = time.monotonic()
+                self.verify(source, ver, check_ops=not trusted, ext=ext)
+                phases["verify"] = time.monotonic() - t
                 if not dev.cuda:
-                    phases["build"] = time.monotonic() - t
-                    nvcc = _optional("nvcc")
-                    summary = nvcc.describe_resources(resources_) if resources_ and nvcc is not None else "no kernels reported"
-                    return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=resources_,
-                                      reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
-                ext = self.build_extension(source)
-            phases["build"] = time.monotonic() - t
-            t = time.monotonic()
-            self.verify(source, ver, check_ops=not trusted, ext=ext)
-            phases["verify"] = time.monotonic() - t
-            if not dev.cuda:
-                return EvalResult(candidate_id=candidate.id, status="ok", verification=ver, phase_s=phases, flags=["no_gpu_timing"],
-                                  reason=f"verified with the Triton interpreter at {len(ver.shapes)} shapes x {ver.seeds} seeds; "
-                                         "no GPU here, so no timing")
-            t = time.monotonic()
-            timing = self.time(source, self.task.timing.rounds if self.config.rounds is None else self.config.rounds, ext=ext)
-            ver.timed_outputs_checked = True
-            phases["time"] = time.monotonic() - t
+                    return EvalResult(candidate_id=candidate.id, status="ok", verification=ver, phase_s=phases, flags=["no_gpu_timing"],
+                                      reason=f"verified with the Triton interpreter at {len(ver.shapes)} shapes x {ver.seeds} seeds; "
+                                             "no GPU here, so no timing")
+            with placement.hold("exclusive", phases):  # timing has the machine to itself (kernopt/placement.py)
+                t = time.monotonic()
+                timing = self.time(source, self.task.timing.rounds if self.config.rounds is None else self.config.rounds, ext=ext)
+                ver.timed_outputs_checked = True
+                phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
                               timing=timing, flags=self._flags(timing), phase_s=phases, resources=resources_)
         except _Fail as f:
@@ -355,7 +359,8 @@ class TorchEvaluator(SandboxedEvaluator):
                                       reason="re-measurement: no GPU here, so no timing")
                 if self.task.target == "cuda":
                     ext = self.build_extension(source)
-                timing = self.time(source, self.config.remeasure_rounds, ext=ext)
+                with placement.hold("exclusive"):
+                    timing = self.time(source, self.config.remeasure_rounds, ext=ext)
             except _Fail as f:
                 return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
             finally:

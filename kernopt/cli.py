@@ -154,6 +154,103 @@ def _finish(summary: dict[str, Any], as_json: bool) -> None:
         print_summary(out, summary, Path(summary["run_dir"]))
 
 
+# --------------------------------------------------------------------------- bench
+@app.command()
+@user_errors
+def bench(
+    paths: list[Path] = typer.Argument(..., help="Task directories or suites (searched recursively for task.toml)."),
+    jobs: int = typer.Option(1, "--jobs", "-j", min=1, help="Tasks optimized at once."),
+    executor: str = typer.Option("local", help="local (worker processes on this machine) | ray (a Ray cluster; pip install 'kernopt\\[ray]')."),
+    address: Optional[str] = typer.Option(None, help="ray: the cluster's address, e.g. 127.0.0.1:6379."),
+    filter_: Optional[str] = typer.Option(None, "--filter", help="Only tasks whose key (e.g. openmp/gemm) matches this regular expression."),
+    name: Optional[str] = typer.Option(None, help="The bench's name, its directory under --benches-dir (default: from the suites and the policy)."),
+    benches_dir: Path = typer.Option(Path("benches"), help="Where bench directories are created."),
+    task_timeout: Optional[float] = typer.Option(None, min=1, help="Wall clock for one task's whole optimization, in seconds; then it is killed."),
+    hardware: Optional[str] = typer.Option(None, help="ray: a custom resource naming the hardware every task needs (e.g. h100)."),
+    budget: Optional[int] = typer.Option(None, "--budget", "-n", min=1, help="Candidates per task (default: 20)."),
+    search: Optional[str] = typer.Option(None, help="Search strategy: greedy | best-of-n | beam | tree | evolve (default: greedy)."),
+    policy: Optional[str] = typer.Option(None, help="Who proposes candidates: tuner (offline, no model) | llm (default: tuner)."),
+    model: Optional[str] = typer.Option(None, help="llm policy: provider/model as litellm names it."),
+    api_base: Optional[str] = typer.Option(None, help="llm policy: endpoint of a local or self-hosted server."),
+    max_usd: Optional[float] = typer.Option(None, help="Per task: stop (keeping the best) when model spend reaches this many USD."),
+    sandbox: Optional[str] = typer.Option(None, envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+    config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with run settings (see README)."),
+    overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value. Repeatable."),
+    as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout."),
+) -> None:
+    """Optimize many tasks with one configuration; re-run the same command to resume."""
+    import re
+
+    from kernopt.bench.runner import default_name, discover, run_bench
+    from kernopt.bench.store import BenchMeta, BenchStore
+    from kernopt.bench.work import Executor
+    from kernopt.config import resolve_run_config
+    from kernopt.errors import UserError
+    from kernopt.ui import BenchProgress, print_bench_summary
+
+    if executor not in ("local", "ray"):
+        raise UserError(f"unknown executor {executor!r}; choose local or ray")
+    flags = {"task": "", "policy": policy, "sandbox": sandbox, "search.type": search, "search.max_candidates": budget,
+             "model.name": model, "model.api_base": api_base, "model.max_usd": max_usd}
+    config = resolve_run_config(config_file, flags, overrides)
+    refs = discover(paths, filter_)
+    bench_name = name or default_name(paths, config.policy)
+    if not re.fullmatch(r"[A-Za-z0-9_.+-]+", bench_name) or bench_name in (".", ".."):
+        raise UserError(f"--name {bench_name!r}: use letters, digits and _ . + - only")
+    if config.sandbox == "auto" and executor == "local":
+        config = config.model_copy(update={"sandbox": _bench_sandbox(refs[0].task)})  # no engine: one line now, not N failures
+    if config.search.value_path is not None:
+        config.search.value_path = config.search.value_path.resolve()
+    root = benches_dir / bench_name
+    config = config.model_copy(update={"runs_dir": (root / "runs").resolve()})
+    meta = BenchMeta(name=bench_name, executor=executor, jobs=jobs, filter=filter_, run_config=config, items=refs)
+    store = BenchStore.open(root, meta)
+    ex: Executor
+    try:
+        if executor == "ray":
+            try:
+                from kernopt.bench.ray_executor import RayExecutor
+
+                ex = RayExecutor(address=address, hardware=hardware)
+            except ImportError as e:
+                raise UserError(f"the ray executor needs Ray: pip install 'kernopt[ray]' ({e})") from None
+        else:
+            from kernopt.bench.local import LocalExecutor
+
+            ex = LocalExecutor(jobs=jobs)
+        err.print(f"bench directory: [bold]{root}[/] ({len(refs)} tasks, {executor} executor, {jobs} at once)", highlight=False)
+        display = BenchProgress(err, len(refs), bench_name)
+        try:
+            with display:
+                outcome = run_bench(store, ex, display.on_event, display.on_result, timeout_s=task_timeout, hardware=hardware,
+                                    on_skip=display.on_skip)
+        except KeyboardInterrupt:
+            err.print(f"[yellow]interrupted[/]; run the same command again to resume ({root})")
+            raise typer.Exit(130) from None
+        finally:
+            ex.close()
+    finally:
+        store.close()
+    if as_json:
+        sys.stdout.write(json.dumps(outcome.summary, indent=2) + "\n")
+    else:
+        print_bench_summary(out, outcome.summary, outcome.summary_json, outcome.summary_csv)
+    if not outcome.all_finished:
+        raise typer.Exit(1)
+
+
+def _bench_sandbox(task_dir: str) -> str:
+    """What `--sandbox auto` means for a bench here: docker when an engine answers (else its one-line error)."""
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import load_task
+
+    try:
+        target: str = load_task(task_dir).target
+    except Exception:
+        target = ""
+    return get_sandbox("auto", target).name
+
+
 # --------------------------------------------------------------------------- eval
 @app.command("eval")
 @user_errors
@@ -329,6 +426,48 @@ def runs_show(run: str = typer.Argument(..., help="Run id or path."),
         sys.stdout.write(json.dumps({"run_id": store.run_id, "summary": store.summary(), "candidates": rows}, indent=2) + "\n")
     else:
         print_run(out, store)
+
+
+@runs_app.command("diff")
+@user_errors
+def runs_diff(run: str = typer.Argument(..., help="Run id or path."),
+              a: str = typer.Argument(..., help="Candidate id (a unique prefix will do), `baseline` or `best`."),
+              b: str = typer.Argument(..., help="Candidate id (a unique prefix will do), `baseline` or `best`."),
+              runs_dir: Path = typer.Option(Path("runs"), help="Runs directory.")) -> None:
+    """Unified diff of two candidates' files and knobs (highlighted in a terminal, plain when piped)."""
+    from rich.markup import escape
+    from rich.syntax import Syntax
+
+    from kernopt.report.data import candidate_diff, load_run, resolve
+    from kernopt.runs import RunStore
+
+    data = load_run(RunStore.open(run, runs_dir))
+    na, nb = resolve(data, a), resolve(data, b)
+    if "best" in (a, b) and data.best_id is None:
+        err.print("note: no candidate was significantly faster, so `best` is the baseline", highlight=False)
+    if not (na.candidate.files or na.is_baseline is False) or not (nb.candidate.files or nb.is_baseline is False):
+        err.print(f"note: {data.baseline_note or 'the baseline source is not available'}", highlight=False)
+    la, lb = ("baseline" if n.is_baseline else n.id for n in (na, nb))
+    text = candidate_diff(na.candidate, nb.candidate, la, lb)
+    if not text:
+        out.print(f"{escape(la)} and {escape(lb)} are identical (files and knobs)", highlight=False)
+    elif out.is_terminal:
+        out.print(Syntax(text, "diff", theme="ansi_dark", background_color="default", word_wrap=False))
+    else:
+        sys.stdout.write(text + "\n")
+
+
+@runs_app.command("report")
+@user_errors
+def runs_report(target: str = typer.Argument(..., help="A run (id or path) or a bench directory."),
+                output: Optional[Path] = typer.Option(None, "--output", "-o", help="Where to write the HTML (default: <dir>/report.html)."),
+                runs_dir: Path = typer.Option(Path("runs"), help="Runs directory (for run ids)."),
+                benches_dir: Path = typer.Option(Path("benches"), help="Benches directory (for bench names).")) -> None:
+    """Write one self-contained HTML report (plots, lineage tree, every candidate's evidence, source and diff)."""
+    from kernopt.report import write_report
+
+    path = write_report(target, output, runs_dir=runs_dir, benches_dir=benches_dir)
+    sys.stdout.write(f"{path}\n")
 
 
 # --------------------------------------------------------------------------- rtg

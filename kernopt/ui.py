@@ -161,3 +161,100 @@ def print_run(console: Console, store: RunStore) -> None:
     console.print(table)
     if s.get("best_candidate"):
         console.print(f"best: {s['best_candidate']} {s['best_speedup']:.2f}x (re-measured); files in {store.root / 'best'}")
+
+
+# --------------------------------------------------------------------------- bench
+ROW_STYLE = {"faster": "green", "no_speedup": "white", "failed": "red", "timeout": "yellow", "crashed": "bold red"}
+
+
+class BenchProgress:
+    """Live display of a bench: a bar over the tasks (done/total, ETA), one line per running task
+    (candidates done/budget, best speedup, last status, host) and a printed line when a task ends."""
+
+    def __init__(self, console: Console, total: int, name: str) -> None:
+        self.console = console
+        self.name = name
+        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
+                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+        self.skipped = 0
+        self.overall = self.progress.add_task(self._overall(), total=total)
+        self.lines: dict[str, Any] = {}  # key -> the rich task id of its line
+        self.best: dict[str, float | None] = {}
+
+    def __enter__(self) -> BenchProgress:
+        self.progress.start()
+        return self
+
+    def __exit__(self, *exc: type[BaseException] | BaseException | TracebackType | None) -> None:
+        self.progress.stop()
+
+    def _overall(self) -> str:
+        skipped = f" ({self.skipped} finished before, skipped)" if self.skipped else ""
+        return f"[bold]{self.name}[/] tasks{skipped}"
+
+    def on_skip(self, result: Any) -> None:
+        """A task that had finished in an earlier invocation: not run again, not counted in the bar."""
+        self.skipped += 1
+        total = self.progress.tasks[self.overall].total or 0
+        self.progress.update(self.overall, total=max(total - 1, 0), description=self._overall())
+        self.console.print(f"  [dim]{result.key}: finished before; skipped[/]", highlight=False)
+
+    def on_event(self, ev: Any) -> None:
+        if ev.kind == "eval":
+            self.best[ev.key] = ev.best_speedup
+        best = self.best.get(ev.key)
+        last = ev.status if ev.kind == "eval" else (ev.text if ev.kind == "message" else "starting")
+        desc = (f"  {ev.key}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
+                f"last {last[:50]}" + (f" · {ev.host}" if ev.host else ""))
+        if ev.key not in self.lines:
+            self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done)
+        else:
+            self.progress.update(self.lines[ev.key], description=desc, completed=ev.done)
+
+    def on_result(self, r: Any) -> None:
+        line = self.lines.pop(r.key, None)
+        if line is not None:
+            self.progress.remove_task(line)
+        self.progress.advance(self.overall)
+        s = r.summary or {}
+        if r.status == "finished":
+            if s.get("best_significant") and s.get("best_candidate"):
+                ci = s.get("best_ci") or [float("nan"), float("nan")]
+                what = f"[green]faster[/] {s['best_speedup']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
+            else:
+                what = "no significant speedup"
+            what += f" · {s.get('candidates', 0)} candidates"
+        else:
+            what = f"[{ROW_STYLE.get(r.status, 'red')}]{r.status}[/]: {r.error}"
+        host = f" · {r.host}" if r.host else ""
+        mark = "[green]✓[/]" if r.status == "finished" else "[red]✗[/]"
+        self.console.print(f"{mark} {r.key}: {what} · {r.elapsed_s:.0f}s{host}", highlight=False, soft_wrap=True)
+
+
+def fmt_figures(suite: dict[str, Any]) -> str:
+    """The suite figures on one line: correctness, fast_p for each p, geometric mean."""
+    def num(x: float | None) -> str:
+        return "-" if x is None else f"{x:.2f}"
+
+    fast = "  ".join(f"fast_{p} {num(v)}" for p, v in suite["fast_p"].items())
+    geo = suite.get("geomean_speedup")
+    return f"correctness {num(suite['correctness_rate'])}  {fast}  geomean {num(geo)}{'x' if geo is not None else ''}"
+
+
+def print_bench_summary(console: Console, summary: dict[str, Any], json_path: Path, csv_path: Path) -> None:
+    table = Table("task", "status", "speedup", "95% CI", "candidates", "baseline", "time", "error")
+    for row in summary["tasks"]:
+        style = ROW_STYLE.get(row["status"], "white")
+        speed = f"{row['best_speedup']:.2f}x" if row["best_speedup"] is not None else "-"
+        ci = f"{row['ci_low']:.2f}–{row['ci_high']:.2f}" if row["ci_low"] is not None and row["ci_high"] is not None else "-"
+        base = f"{row['baseline_s'] * 1e3:.3g} ms" if row["baseline_s"] is not None else "-"
+        table.add_row(row["key"], f"[{style}]{row['status']}[/]", speed, ci,
+                      f"{row['candidates']} ({row['verified_candidates']} verified)", base, f"{row['elapsed_s']:.0f}s", row["error"][:80])
+    console.print(table)
+    s = summary["suite"]
+    console.print(fmt_figures(s), highlight=False)
+    spend = s["spend"]
+    money = f"; model spend ${spend['usd']:.4f}, {spend['tokens']} tokens, {spend['calls']} calls" if spend["calls"] else ""
+    console.print(f"{s['finished']}/{s['tasks']} tasks finished; {s['candidates']} candidates ({s['verified_candidates']} verified); "
+                  f"{s['elapsed_s']:.0f}s of task time, {s.get('wall_s', 0):.0f}s wall{money}", highlight=False)
+    console.print(f"summary: {json_path}  {csv_path}", highlight=False)

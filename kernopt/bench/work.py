@@ -7,12 +7,21 @@ way wherever it runs.
 
 from __future__ import annotations
 
+import json
+import platform
+import shutil
+import time
 from collections.abc import Callable, Iterable
+from pathlib import Path
 from typing import Any, Literal, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernopt.agent.search import Hooks
+from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
+from kernopt.errors import InfraError, UserError
+from kernopt.evaluators.result import EvalResult
 
 
 class Resources(BaseModel):
@@ -96,4 +105,82 @@ def run_work_item(item: WorkItem, on_event: OnEvent) -> WorkResult:
     """Optimize one task in this process: create the run directory, or resume it when it is
     half-finished, or return its summary at once when it already finished. Never raises for a
     failing task: errors become a WorkResult with status 'failed'."""
-    raise NotImplementedError  # implemented in this module by the bench-core work (docs/bench-design.md)
+    host = platform.node()
+    started = time.monotonic()
+    budget = item.config.search.max_candidates
+    hooks = ItemHooks(item.key, budget, host, on_event)
+
+    def result(status: ItemStatus, summary: dict[str, Any] | None = None, error: str = "") -> WorkResult:
+        return WorkResult(key=item.key, status=status, run_dir=item.run_dir, summary=summary, error=error,
+                          elapsed_s=round(time.monotonic() - started, 1), host=host)
+
+    on_event(ProgressEvent(key=item.key, kind="start", budget=budget, host=host))
+    try:
+        summary = _optimize(item, hooks)
+    except (UserError, InfraError) as e:
+        return result("failed", error=one_line(str(e)))
+    except Exception as e:  # a bug or an unexpected failure in one task must not stop the bench
+        return result("failed", error=one_line(f"{type(e).__name__}: {e}"))
+    return result("finished", summary=summary)
+
+
+def one_line(text: str, limit: int = 300) -> str:
+    """The first non-empty line of an error, cut to `limit` characters."""
+    line = next((ln.strip() for ln in text.splitlines() if ln.strip()), "") or "unknown error"
+    return line if len(line) <= limit else line[: limit - 3] + "..."
+
+
+def _optimize(item: WorkItem, hooks: Hooks) -> dict[str, Any]:
+    """Create, resume or just read the item's run directory; the run's summary."""
+    from kernopt.optimize import run_optimize
+    from kernopt.runs import RunStore
+
+    run_dir = Path(item.run_dir)
+    if run_dir.is_dir() and not (run_dir / "config.json").is_file() and not (run_dir / "events.jsonl").exists():
+        shutil.rmtree(run_dir)  # killed inside RunStore.create, before the config was written: nothing to keep
+    if (run_dir / "config.json").is_file():
+        store = RunStore.open(run_dir)
+        store.lock()
+        try:
+            done = store.summary()
+            if done and done.get("status") == "finished":
+                return done
+            hooks.on_message(f"resuming {run_dir} ({len(store.evaluated())} candidates in its log)")
+            return run_optimize(store, hooks, resumed=True)
+        finally:
+            store.close()
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import load_task
+
+    task = load_task(item.config.task)
+    sandbox = get_sandbox(item.config.sandbox, task.target)
+    # As `kernopt optimize` records it: the sandbox used (not "auto") and where the task is.
+    config = item.config.model_copy(update={"sandbox": sandbox.name, "task": str(task.root), "runs_dir": run_dir.parent})
+    store = RunStore.create(config, task.name, run_id=run_dir.name)
+    try:
+        return run_optimize(store, hooks, sandbox=sandbox)
+    finally:
+        store.close()
+
+
+class ItemHooks(Hooks):
+    """Search progress as ProgressEvents for the bench display."""
+
+    def __init__(self, key: str, budget: int, host: str, on_event: OnEvent) -> None:
+        self.key, self.budget, self.host, self.on_event = key, budget, host, on_event
+        self.done = 0
+
+    def on_eval_done(self, candidate: Candidate, result: EvalResult, cached: bool,
+                     best: tuple[Candidate, EvalResult] | None) -> None:
+        self.done += 1
+        self.on_event(ProgressEvent(key=self.key, kind="eval", done=self.done, budget=self.budget,
+                                    best_speedup=best[1].speedup if best is not None else None,
+                                    status=result.status + (" (from log)" if cached else ""), host=self.host))
+
+    def on_message(self, text: str) -> None:
+        self.on_event(ProgressEvent(key=self.key, kind="message", done=self.done, budget=self.budget, text=text, host=self.host))
+
+
+def encode(obj: BaseModel, kind: str) -> str:
+    """One line of the worker protocol: {"event": ...} or {"result": ...}."""
+    return json.dumps({kind: json.loads(obj.model_dump_json())})

@@ -11,11 +11,12 @@ Loading never compiles or imports anything; `kernopt task check` does that.
 
 from __future__ import annotations
 
+import math
 import tomllib
 from pathlib import Path
 from typing import ClassVar, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from kernopt.errors import TaskError
 
@@ -98,6 +99,41 @@ class Tunable(_Strict):
     values: list[int | str] = Field(min_length=1)
 
 
+class RooflineSpec(_Strict):
+    """The work of one kernel call at size n, for the roofline figures (docs/tasks.md, docs/roofline.md):
+    arithmetic expressions of `n` and of the table's `params` (see kernopt/hw/expr.py)."""
+
+    params: dict[str, float] = Field(default_factory=dict, description="Named constants the formulas use (the kernel's "
+                                     "fixed parameters: time steps, right-hand sides, ...).")
+    flops: str = Field(description="Floating-point operations of one call, e.g. \"2*n^3\".")
+    bytes: str = Field(description="Compulsory memory traffic of one call in bytes, e.g. \"3*8*n^2\".")
+
+    @field_validator("params")
+    @classmethod
+    def _param_names(cls, v: dict[str, float]) -> dict[str, float]:
+        for name, value in v.items():
+            if not name.isidentifier() or name == "n":
+                raise ValueError(f"parameter name {name!r} must be an identifier other than n")
+            if not math.isfinite(value):
+                raise ValueError(f"parameter {name} = {value} is not finite")
+        return v
+
+    @field_validator("flops", "bytes")
+    @classmethod
+    def _formula(cls, v: str, info: ValidationInfo) -> str:
+        from kernopt.hw.expr import parse
+
+        parse(v, ["n", *info.data.get("params", {})])  # ExprError is a ValueError: pydantic reports it with the key
+        return v
+
+    def work(self, n: int) -> tuple[float, float]:
+        """(flops, bytes) of one call at size n."""
+        from kernopt.hw.expr import evaluate
+
+        values = {**self.params, "n": float(n)}
+        return evaluate(self.flops, values), evaluate(self.bytes, values)
+
+
 class Task(_Strict):
     """A loaded C-family task directory."""
 
@@ -113,6 +149,7 @@ class Task(_Strict):
     timing: Timing = Timing()
     build: Build = Build()
     tunables: list[Tunable] = Field(default_factory=list)
+    roofline: RooflineSpec | None = Field(None, description="The work at size n, for roofline figures (optional).")
     root: Path = Field(Path("."), exclude=True, description="The task directory (set by the loader).")
 
     family: ClassVar[str] = "c"
@@ -342,7 +379,27 @@ def load_task(path: str | Path) -> AnyTask:
         raise TaskError(f"{toml_path}: kernel and harness must be different files")
     if task.sizes.timing < max(task.sizes.check):
         raise TaskError(f"{toml_path}: sizes.timing ({task.sizes.timing}) is smaller than the largest check size")
+    if task.roofline is not None:
+        _check_roofline(toml_path, task.roofline, task.sizes.timing)
     return task
+
+
+def _check_roofline(toml_path: Path, spec: RooflineSpec, n: int) -> None:
+    """The formulas give finite, non-negative work at the timing size, and not none at all."""
+    from kernopt.hw.expr import ExprError, evaluate
+
+    values = {**spec.params, "n": float(n)}
+    got = {}
+    for key in ("flops", "bytes"):
+        try:
+            got[key] = evaluate(getattr(spec, key), values)
+        except ExprError as e:
+            raise TaskError(f"{toml_path}: roofline.{key}: {e} at the timing size n={n}") from None
+        if got[key] < 0:
+            raise TaskError(f"{toml_path}: roofline.{key}: {getattr(spec, key).strip()!r} is negative ({got[key]:g}) "
+                            f"at the timing size n={n}")
+    if got["flops"] == 0 and got["bytes"] == 0:
+        raise TaskError(f"{toml_path}: roofline: flops and bytes are both 0 at the timing size n={n}")
 
 
 def _load_torch_task(raw: dict, root: Path, toml_path: Path) -> TorchTask:

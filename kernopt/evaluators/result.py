@@ -108,6 +108,47 @@ class TimingStats(BaseModel):
                 and self.consistent)
 
 
+def _num(x: float) -> str:
+    """3 significant figures, without exponents for everyday magnitudes."""
+    return f"{x:.0f}" if abs(x) >= 100 else (f"{x:.1f}" if abs(x) >= 10 else (f"{x:.2f}" if abs(x) >= 0.01 else f"{x:.2g}"))
+
+
+class Roofline(BaseModel):
+    """Where a timed candidate stands against this machine's roofs (kernopt/hw, docs/roofline.md): the
+    task's declared work at the timing size ([roofline] in task.toml), the candidate's median time, and
+    the probed bandwidth and peak at the thread (or rank) count it was timed with."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    flops: float = Field(description="Floating-point operations of one call at the timing size (the task's formula).")
+    bytes: float = Field(description="Compulsory memory traffic of one call at the timing size, in bytes (the task's formula).")
+    seconds: float = Field(description="The candidate's median time per call that the figures divide by.")
+    gflops: float = Field(description="Achieved GFLOP/s: flops / seconds / 1e9.")
+    gbps: float = Field(description="Achieved GB/s: bytes / seconds / 1e9.")
+    threads: int = Field(description="Threads (x ranks) the candidate was timed with: the roofs are taken there.")
+    peak_gflops: float = Field(description="Probed FP64 peak at `threads` (GFLOP/s).")
+    bandwidth_gbps: float = Field(description="Probed triad bandwidth at `threads` (GB/s, write-allocate not counted).")
+    bound: Literal["memory", "compute"] = Field(description="Which roof is lower for this work: bytes/bandwidth vs flops/peak.")
+    bound_s: float = Field(description="The roofline time: max(flops / peak, bytes / bandwidth).")
+    fraction: float = Field(description="bound_s / seconds: 1.0 = at the hardware limit; above 1 = beyond what the "
+                            "roofs allow (data served from cache, or less work than the formula counts).")
+    profile: str = Field("", description="The hardware profile's fingerprint key (its cache file).")
+
+    @property
+    def intensity(self) -> float | None:
+        """Arithmetic intensity, flop per byte (None without bytes)."""
+        return self.flops / self.bytes if self.bytes > 0 else None
+
+    def describe(self) -> str:
+        """One line: '12.3 GB/s, 4.10 GFLOP/s; memory-bound, 38% of the bound (bandwidth 32.0 GB/s at 2 threads)'."""
+        pct = 100 * self.fraction
+        share = f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+        roof = (f"bandwidth {_num(self.bandwidth_gbps)} GB/s" if self.bound == "memory" else f"peak {_num(self.peak_gflops)} GFLOP/s")
+        unit = "thread" if self.threads == 1 else "threads"
+        return (f"{_num(self.gbps)} GB/s, {_num(self.gflops)} GFLOP/s; {self.bound}-bound, {share} of the bound "
+                f"({roof} at {self.threads} {unit})")
+
+
 class EvalResult(BaseModel):
     """Why a candidate passed or failed, with the numbers behind it."""
 
@@ -122,6 +163,8 @@ class EvalResult(BaseModel):
     flags: list[str] = Field(default_factory=list, description="Review flags, e.g. 'implausible_speedup'.")
     phase_s: dict[str, float] = Field(default_factory=dict, description="Wall seconds per phase (build, verify, race, time).")
     resources: list[KernelResources] = Field(default_factory=list, description="CUDA: per-kernel registers, spills, shared memory.")
+    roofline: Roofline | None = Field(None, description="Achieved GB/s and GFLOP/s against the machine's roofs, for a timed "
+                                      "result of a task with a [roofline] table (None otherwise, and in runs logged before it existed).")
 
     @property
     def speedup(self) -> float | None:
@@ -150,4 +193,5 @@ class EvalResult(BaseModel):
             **({"speedup_vs_eager": self.timing.speedup_vs_eager, "speedup_vs_compile": self.timing.speedup_vs_compile}
                if self.speedup is not None and self.timing and self.timing.eager_median_s else {}),
             **({"resources": [r.model_dump() for r in self.resources]} if self.resources else {}),
+            **({"roofline": self.roofline.model_dump()} if self.roofline else {}),
         }

@@ -204,20 +204,24 @@ def bench(
     root = benches_dir / bench_name
     config = config.model_copy(update={"runs_dir": (root / "runs").resolve()})
     meta = BenchMeta(name=bench_name, executor=executor, jobs=jobs, filter=filter_, run_config=config, items=refs)
-    store = BenchStore.open(root, meta)
     ex: Executor
+    if executor == "ray":
+        try:
+            from kernopt.bench.ray_executor import RayExecutor
+
+            ex = RayExecutor(address=address, hardware=hardware)
+        except ImportError as e:
+            raise UserError(f"the ray executor needs Ray: pip install 'kernopt[ray]' ({e})") from None
+    else:
+        from kernopt.bench.local import LocalExecutor
+
+        ex = LocalExecutor(jobs=jobs)
     try:
-        if executor == "ray":
-            try:
-                from kernopt.bench.ray_executor import RayExecutor
-
-                ex = RayExecutor(address=address, hardware=hardware)
-            except ImportError as e:
-                raise UserError(f"the ray executor needs Ray: pip install 'kernopt[ray]' ({e})") from None
-        else:
-            from kernopt.bench.local import LocalExecutor
-
-            ex = LocalExecutor(jobs=jobs)
+        store = BenchStore.open(root, meta)
+    except BaseException:
+        ex.close()
+        raise
+    try:
         err.print(f"bench directory: [bold]{root}[/] ({len(refs)} tasks, {executor} executor, {jobs} at once)", highlight=False)
         display = BenchProgress(err, len(refs), bench_name)
         try:

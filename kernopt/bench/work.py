@@ -8,6 +8,7 @@ way wherever it runs.
 from __future__ import annotations
 
 import json
+import os
 import platform
 import shutil
 import time
@@ -114,7 +115,8 @@ def run_work_item(item: WorkItem, on_event: OnEvent) -> WorkResult:
         return WorkResult(key=item.key, status=status, run_dir=item.run_dir, summary=summary, error=error,
                           elapsed_s=round(time.monotonic() - started, 1), host=host)
 
-    on_event(ProgressEvent(key=item.key, kind="start", budget=budget, host=host))
+    gpus = os.environ.get("CUDA_VISIBLE_DEVICES")
+    on_event(ProgressEvent(key=item.key, kind="start", budget=budget, host=host, text=f"gpus {gpus}" if gpus is not None else ""))
     try:
         summary = _optimize(item, hooks)
     except (UserError, InfraError) as e:

@@ -25,6 +25,8 @@ app.add_typer(runs_app, name="runs")
 app.add_typer(sandbox_app, name="sandbox")
 rtg_app = typer.Typer(no_args_is_help=True, help="The learned reward-to-go model that reranks proposals (--value learned).")
 app.add_typer(rtg_app, name="rtg")
+hw_app = typer.Typer(no_args_is_help=True, help="This machine's roofs: memory bandwidth and peak FLOP/s, for roofline figures.")
+app.add_typer(hw_app, name="hw")
 SANDBOX_HELP = ("Where code runs: docker (a fresh container per candidate evaluation), local (process isolation), "
                 "auto (docker if an engine answers, else an error).")
 
@@ -274,6 +276,7 @@ def eval_cmd(
     from kernopt.config import EvalConfig
     from kernopt.errors import UserError
     from kernopt.evaluators import get_evaluator
+    from kernopt.hw.probe import profile_for_task
     from kernopt.sandbox import get_sandbox
     from kernopt.task import load_task
     from kernopt.ui import print_eval
@@ -287,7 +290,9 @@ def eval_cmd(
         raise UserError(f"{candidate}: cannot read: {e}") from None
     cand = Candidate(files={task.kernel: source}, threads=threads, ranks=ranks, cflags=cflag, author="user",
                      idea=f"user kernel {candidate.name}")
-    ev = get_evaluator(task, get_sandbox(sandbox, task.target), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")))
+    sb = get_sandbox(sandbox, task.target)
+    profile = profile_for_task(task, sb, lambda msg: err.print(f"[cyan]•[/] {msg}", highlight=False))  # measured once per host
+    ev = get_evaluator(task, sb, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")), profile=profile)
     try:
         with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
             result = ev.evaluate(cand)
@@ -472,6 +477,32 @@ def runs_report(target: str = typer.Argument(..., help="A run (id or path) or a 
 
     path = write_report(target, output, runs_dir=runs_dir, benches_dir=benches_dir)
     sys.stdout.write(f"{path}\n")
+
+
+# --------------------------------------------------------------------------- hw
+@hw_app.command("probe")
+@user_errors
+def hw_probe(
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+    refresh: bool = typer.Option(False, "--refresh", help="Measure again even when a profile is cached."),
+    as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON."),
+) -> None:
+    """Measure memory bandwidth (STREAM triad) and peak FP64 rate inside the sandbox; cached per host."""
+    from kernopt.hw.probe import cache_path, cached_profile, probe
+    from kernopt.sandbox import get_sandbox
+    from kernopt.ui import print_profile
+
+    sb = get_sandbox(sandbox, "openmp")
+    prof = None if refresh else cached_profile(sb)
+    cached = prof is not None
+    if prof is None:
+        with err.status(f"measuring memory bandwidth and peak FLOP/s in the {sb.name} sandbox (a few seconds)..."):
+            prof = probe(sb, refresh=True)
+    if as_json:
+        sys.stdout.write(json.dumps({**prof.model_dump(mode="json"), "cached": cached, "path": str(cache_path(prof.fingerprint)),
+                                     "balance_flop_per_byte": prof.balance}, indent=2) + "\n")
+    else:
+        print_profile(out, prof, cache_path(prof.fingerprint), cached)
 
 
 # --------------------------------------------------------------------------- rtg

@@ -16,6 +16,7 @@ from kernopt.config import RunConfig
 from kernopt.errors import UserError
 from kernopt.evaluators import get_evaluator
 from kernopt.evaluators.result import EvalResult
+from kernopt.hw.probe import profile_for_task
 from kernopt.model import Model, get_model
 from kernopt.runs import RunStore
 from kernopt.sandbox import Sandbox, get_sandbox
@@ -64,8 +65,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         hooks.on_message(f"policy: llm, model {config.model.name}{where}" + (" + tuner on its best" if config.hybrid else ""))
     done = store.evaluated()
     store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done))
+    profile = profile_for_task(task, sandbox, hooks.on_message)  # the roofs for roofline figures: measured once per host
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
-    evaluator = get_evaluator(task, sandbox, config.eval, workroot)
+    evaluator = get_evaluator(task, sandbox, config.eval, workroot, profile=profile)
     started = time.monotonic()
 
     def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
@@ -130,6 +132,9 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         if final.status == "ok" and final.timing:
             out.update(best_speedup=final.timing.speedup, best_ci=[final.timing.ci_low, final.timing.ci_high],
                        best_significant=final.faster)
+            if final.roofline is not None:  # the baseline's share of the same bound, from the same rounds
+                out.update(best_roofline=final.roofline.model_dump(),
+                           baseline_roofline_fraction=final.roofline.bound_s / final.timing.baseline_median_s)
             if final.timing.eager_median_s:
                 out.update(best_speedup_vs_eager=final.timing.speedup_vs_eager, best_speedup_vs_compile=final.timing.speedup_vs_compile,
                            device=final.timing.device)

@@ -6,7 +6,7 @@ import collections
 import time
 from pathlib import Path
 from types import TracebackType
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
 from rich.progress import (
@@ -22,9 +22,12 @@ from rich.table import Table
 
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
-from kernopt.evaluators.result import EvalResult
+from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent
 from kernopt.model import Spend
 from kernopt.runs import RunStore
+
+if TYPE_CHECKING:
+    from kernopt.hw.probe import HardwareProfile
 
 STATUS_STYLE = {"ok": "green", "unverified": "cyan", "wrong_answer": "red", "rejected": "magenta", "compile_error": "yellow",
                 "runtime_error": "red", "timeout": "yellow", "infra_error": "bold red"}
@@ -102,6 +105,10 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
     else:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
+    if s.get("best_roofline"):
+        roof = Roofline.model_validate(s["best_roofline"])
+        base = s.get("baseline_roofline_fraction")
+        console.print(f"      roofline: {roof.describe()}" + (f"; the baseline: {fmt_percent(base)}" if base else ""), highlight=False)
     if s.get("note"):
         console.print(f"[yellow]note:[/] {s['note']}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
@@ -132,10 +139,32 @@ def print_eval(console: Console, task: str, r: EvalResult) -> None:
         if t.eager_median_s:
             vs_compile = f", {t.speedup_vs_compile:.2f}x vs torch.compile" if t.speedup_vs_compile else ""
             console.print(f"  vs the reference: {t.speedup_vs_eager:.2f}x vs eager PyTorch{vs_compile}", highlight=False)
+    if r.roofline:
+        console.print(f"  roofline: {r.roofline.describe()}", highlight=False)
     if r.flags:
         console.print(f"  flags: {', '.join(r.flags)}")
     if r.log and r.status != "ok":
         console.print(r.log[-2000:], markup=False, highlight=False)
+
+
+def print_profile(console: Console, prof: HardwareProfile, path: Path, cached: bool) -> None:
+    """`kernopt hw probe`: the machine, bandwidth by threads, peak, balance, and where it came from."""
+    fp = prof.fingerprint
+    console.print(f"[bold]{fp.cpu_model}[/], {fp.cores} cores, {fp.memory_mb / 1024:.1f} GiB, kernel {fp.kernel}; "
+                  f"{fp.sandbox} sandbox, {fp.compiler}", highlight=False)
+    table = Table("threads", "triad GB/s", "FP64 GFLOP/s", title="measured in the sandbox", title_justify="left")
+    for t in prof.threads:
+        table.add_row(str(t), f"{prof.bandwidth_gbps[t]:.1f}", f"{prof.peak_gflops[t]:.1f}" if t in prof.peak_gflops else "-")
+    console.print(table)
+    cores = max(prof.peak_gflops)
+    console.print(f"peak FP64: {prof.peak_1:.1f} GFLOP/s on 1 core, {prof.peak_all:.1f} GFLOP/s on {cores} "
+                  f"({prof.vector_bits}-bit FMA)", highlight=False)
+    console.print(f"machine balance: {prof.balance:.1f} flop/byte (all cores); bandwidth counts 24 B per triad element "
+                  f"(no write-allocate), arrays {prof.array_bytes >> 20} MiB each (LLC {prof.llc_bytes >> 20} MiB), "
+                  f"best of {prof.reps}", highlight=False)
+    when = f"cached, measured {prof.measured_at} in {prof.probe_s:.1f}s; --refresh measures again" if cached else \
+        f"measured in {prof.probe_s:.1f}s"
+    console.print(f"{when} ({path})", highlight=False)
 
 
 def print_runs(console: Console, runs: list[RunStore]) -> None:

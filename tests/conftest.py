@@ -21,6 +21,9 @@ SMALL_GEMM = REPO / "tests" / "data" / "small_gemm"
 # resume tests exercise the search and the run log, not containment, so their `kernopt` commands run
 # in the local sandbox unless the environment says otherwise; tests/test_sandbox_docker.py covers docker.
 os.environ.setdefault("KERNOPT_SANDBOX", "local")
+# Hardware profiles that tests measure (`kernopt optimize`/`eval` on a task with a [roofline] table probe
+# the machine once when nothing is cached) go to a directory of this session, never the user's cache.
+os.environ.setdefault("KERNOPT_HW_CACHE", tempfile.mkdtemp(prefix="kernopt-test-hw-"))
 
 
 @pytest.fixture

@@ -39,6 +39,11 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
             "threads": t.threads, "ranks": t.ranks, "significant": t.significant, "device": t.device,
             "speedup_vs_eager": t.speedup_vs_eager, "speedup_vs_compile": t.speedup_vs_compile},
         "phase_s": dict(result.phase_s), "flags": list(result.flags),
+        "roofline": None if result.roofline is None or t is None else {
+            "line": result.roofline.describe(), "bound": result.roofline.bound, "fraction": result.roofline.fraction,
+            "baseline_fraction": result.roofline.bound_s / t.baseline_median_s if t.baseline_median_s > 0 else None,
+            "intensity": result.roofline.intensity,
+            "balance": result.roofline.peak_gflops / result.roofline.bandwidth_gbps},
     }
 
 

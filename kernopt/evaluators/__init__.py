@@ -8,7 +8,7 @@ import signal
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
@@ -16,6 +16,9 @@ from kernopt.errors import InfraError
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import ExecResult, Limits, Sandbox
 from kernopt.task import AnyTask
+
+if TYPE_CHECKING:
+    from kernopt.hw.probe import HardwareProfile
 
 
 class Evaluator(Protocol):
@@ -105,7 +108,8 @@ def static_check(task: AnyTask, candidate: Candidate) -> str | None:
     return check_source(task, candidate)  # type: ignore[arg-type]
 
 
-def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> Evaluator:
+def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot: Path, profile: HardwareProfile | None = None) -> Evaluator:
+    """`profile`: the machine's roofs for CPU tasks' roofline figures (default: the cached one, if any)."""
     if task.family == "torch":
         from kernopt.evaluators.torch_family import TorchEvaluator
 
@@ -116,4 +120,4 @@ def get_evaluator(task: AnyTask, sandbox: Sandbox, config: EvalConfig, workroot:
         return CudaCEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]
     from kernopt.evaluators.c_family import CFamilyEvaluator
 
-    return CFamilyEvaluator(task, sandbox, config, workroot)  # type: ignore[arg-type]
+    return CFamilyEvaluator(task, sandbox, config, workroot, profile=profile)  # type: ignore[arg-type]

@@ -16,6 +16,7 @@ import time
 from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from kernopt import placement
 from kernopt.candidate import Candidate
@@ -26,10 +27,13 @@ from kernopt.evaluators import SandboxedEvaluator, race, stats
 from kernopt.evaluators import describe_exit as _describe_exit
 from kernopt.evaluators import tail as _tail
 from kernopt.evaluators.compare import DriverRun, compare, load_outputs, read_result
-from kernopt.evaluators.result import EvalResult, TimingStats, Verification
+from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
 from kernopt.evaluators.static_gate import check_object, check_source
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import Task
+
+if TYPE_CHECKING:
+    from kernopt.hw.probe import HardwareProfile
 
 _CC_FAILED, _INSPECT_FAILED = 97, 98  # the build step's exit codes for "the compiler failed", "binutils failed"
 _LINK_MARK = "kernopt-build: linking"
@@ -55,8 +59,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
     # How the build step inspects kernel.o for the object gate (cuda_c.py reads relocations too).
     inspect_commands = "nm -P kernel.o > nm.txt && readelf -SW kernel.o > sections.txt && objdump -d kernel.o > disassembly.txt"
 
-    def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
+    def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path,
+                 profile: HardwareProfile | None = None) -> None:
         self.task, self.sandbox, self.config = task, sandbox, config
+        # The machine's roofs for roofline figures: given, or read from the cache when first needed
+        # (an evaluation never probes: `kernopt optimize`/`eval` measure first when nothing is cached).
+        self._profile, self._profile_read = profile, profile is not None
         self.workroot = workroot
         # The local sandbox runs this machine's tools; a container has the image's (a missing one is
         # "not found in the sandbox image", an infrastructure error), and may be on another machine.
@@ -261,7 +269,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if not timing.consistent:
                 flags.append("timing_inconsistent")
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=flags, phase_s=phases)
+                              timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing))
         except _Fail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
@@ -376,7 +384,23 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 shutil.rmtree(prog.parent, ignore_errors=True)
         return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
                           reason=f"re-measured; {timing.describe()}",
-                          verification=Verification(timed_outputs_checked=True))
+                          verification=Verification(timed_outputs_checked=True), roofline=self.roofline_for(timing))
+
+    def roofline_for(self, timing: TimingStats) -> Roofline | None:
+        """The candidate's roofline figures for this timing: None when the task declares no [roofline], the
+        target is a GPU, or no hardware profile is cached for this sandbox."""
+        spec = self.task.roofline
+        if spec is None or self.task.uses_gpu:
+            return None
+        if not self._profile_read:
+            from kernopt.hw.probe import cached_profile
+
+            self._profile, self._profile_read = cached_profile(self.sandbox), True
+        if self._profile is None:
+            return None
+        from kernopt.hw.roofline import for_timing
+
+        return for_timing(self.task, spec, timing, self._profile)
 
     def close(self) -> None:
         if not self.config.keep_workdirs:

@@ -113,6 +113,12 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else (f"{x:.1f}" if abs(x) >= 10 else (f"{x:.2f}" if abs(x) >= 0.01 else f"{x:.2g}"))
 
 
+def fmt_percent(fraction: float) -> str:
+    """A fraction as a percentage with sensible digits: '38%', '4.2%', '0.031%'."""
+    pct = 100 * fraction
+    return f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+
+
 class Roofline(BaseModel):
     """Where a timed candidate stands against this machine's roofs (kernopt/hw, docs/roofline.md): the
     task's declared work at the timing size ([roofline] in task.toml), the candidate's median time, and
@@ -141,8 +147,7 @@ class Roofline(BaseModel):
 
     def describe(self) -> str:
         """One line: '12.3 GB/s, 4.10 GFLOP/s; memory-bound, 38% of the bound (bandwidth 32.0 GB/s at 2 threads)'."""
-        pct = 100 * self.fraction
-        share = f"{pct:.0f}%" if pct >= 10 else (f"{pct:.1f}%" if pct >= 0.1 else f"{pct:.2g}%")
+        share = fmt_percent(self.fraction)
         roof = (f"bandwidth {_num(self.bandwidth_gbps)} GB/s" if self.bound == "memory" else f"peak {_num(self.peak_gflops)} GFLOP/s")
         unit = "thread" if self.threads == 1 else "threads"
         return (f"{_num(self.gbps)} GB/s, {_num(self.gflops)} GFLOP/s; {self.bound}-bound, {share} of the bound "

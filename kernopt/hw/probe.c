@@ -11,7 +11,8 @@
  * write-allocate cache does for `a` is NOT counted (kernopt's [roofline] byte counts do not count it
  * either, so the two agree).
  * Peak: every thread runs FMA chains acc = acc * x + y on NACC independent vector accumulators (enough
- * to hide the FMA latency on current cores), counted as 2 flops per lane; best of 3 trials per count.
+ * to hide the FMA latency on current cores), counted as 2 flops per lane; best of TRIALS short trials per
+ * count (many short trials find a quiet moment on a shared machine more often than a few long ones).
  *
  * Output: one "key value..." line per figure, "done" last. Nothing here reads input but argv and sysfs.
  */
@@ -33,6 +34,8 @@
 #define NACC 12
 #endif
 #define LANES (VBYTES / 8)
+#define TRIALS 7
+#define TRIAL_S 0.05
 typedef double vd __attribute__((vector_size(VBYTES)));
 
 static long read_long_file(const char *path, int kib_suffix) {
@@ -182,14 +185,14 @@ int main(int argc, char **argv) {
     double check = a[n / 2] + a[n - 1];
     free(a), free(b), free(c);
 
-    /* Peak: calibrate the iteration count on one thread to ~0.1 s per trial. */
+    /* Peak: calibrate the iteration count on one thread to ~TRIAL_S per trial. */
     volatile double vx = 0.9999999, vy = 1e-7; /* opaque to the compiler; acc converges to y / (1 - x) = 1 */
     double x = vx, y = vy, sink = 0.0;
     long iters = 1 << 14;
     for (;;) {
         double dt = time_fma(1, iters, x, y, &sink);
         if (dt > 0.02 || iters > (1L << 40)) {
-            iters = (long)((double)iters * 0.1 / (dt > 1e-9 ? dt : 1e-9)) + 1;
+            iters = (long)((double)iters * TRIAL_S / (dt > 1e-9 ? dt : 1e-9)) + 1;
             break;
         }
         iters *= 4;
@@ -197,7 +200,7 @@ int main(int argc, char **argv) {
     for (int ti = 0; ti < ncounts; ti++) {
         int t = counts[ti];
         double best = 1e30;
-        for (int r = 0; r < 3; r++) {
+        for (int r = 0; r < TRIALS; r++) {
             double dt = time_fma(t, iters, x, y, &sink);
             if (dt < best) best = dt;
         }

@@ -33,7 +33,7 @@ from kernopt.errors import InfraError, ToolMissing
 from kernopt.sandbox import Limits, Sandbox
 
 PROBE_VERSION = 1  # bump when probe.c or its settings change: older cache files are then ignored
-REPS = 5  # timed triad passes per thread count (after one untimed)
+REPS = 10  # timed triad passes per thread count (after one untimed); the best counts
 FLOOR_MB = 64  # smallest array, whatever the cache says
 CAP_MB = 1024  # largest array (3 of them are allocated)
 WALL_S = 180.0
@@ -73,7 +73,7 @@ class HardwareProfile(BaseModel):
     vector_bits: int = Field(description="Vector width the FMA loop was compiled for.")
     probe_compiler: str = Field("", description="The gcc version that compiled the probe, as it reported itself.")
     measured_at: str = Field(description="When (UTC, ISO 8601).")
-    probe_s: float = Field(description="Wall seconds the measurement took (compile and run).")
+    probe_s: float = Field(description="Wall seconds the measurement took (compile and run; waiting for the host lock not counted).")
 
     @property
     def threads(self) -> list[int]:
@@ -254,8 +254,9 @@ def measure(sandbox: Sandbox, say: Callable[[str], None] | None = None) -> Hardw
         work.mkdir()
         os.chmod(work, 0o755)
         (work / "probe.c").write_text((resources.files("kernopt.hw") / "probe.c").read_text())
+        waited: dict[str, float] = {}
         with sandbox.session(root) as sb:
-            with placement.hold("shared"):
+            with placement.hold("shared", waited):
                 gcc = shutil.which("gcc") if sandbox.name == "local" else "gcc"  # the local sandbox's PATH is the base one
                 r = sb.run([gcc or "gcc", "-O3", "-march=native", "-fopenmp", "probe.c", "-o", "probe"], work,
                            Limits(wall_s=120.0, memory_mb=2048), {})
@@ -265,7 +266,7 @@ def measure(sandbox: Sandbox, say: Callable[[str], None] | None = None) -> Hardw
             if say:
                 say(f"measuring memory bandwidth and peak FP64 at {', '.join(map(str, counts))} thread(s)")
             env = {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close", "OMP_NUM_THREADS": str(max(counts))}
-            with placement.hold("exclusive"):  # as a timing: nothing else of kernopt's runs meanwhile
+            with placement.hold("exclusive", waited):  # as a timing: nothing else of kernopt's runs meanwhile
                 r = sb.run(["./probe", ",".join(map(str, counts)), str(REPS), str(FLOOR_MB), str(cap_mb)], work,
                            Limits(wall_s=WALL_S, memory_mb=3 * cap_mb + 512), env)
     finally:
@@ -283,7 +284,7 @@ def measure(sandbox: Sandbox, say: Callable[[str], None] | None = None) -> Hardw
     return HardwareProfile(fingerprint=fp, bandwidth_gbps=got.bandwidth, peak_gflops=got.peak, llc_bytes=got.llc_bytes,
                            array_bytes=got.array_bytes, reps=REPS, vector_bits=got.vector_bits, probe_compiler=got.compiler,
                            measured_at=datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
-                           probe_s=round(time.monotonic() - t0, 2))
+                           probe_s=round(time.monotonic() - t0 - waited.get("wait", 0.0), 2))
 
 
 def probe(sandbox: Sandbox, refresh: bool = False, say: Callable[[str], None] | None = None) -> HardwareProfile:
@@ -311,3 +312,11 @@ def ensure_profile(sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProf
     except (InfraError, ToolMissing) as e:
         say(f"hardware probe failed, so no roofline figures: {e}")
         return None
+
+
+def profile_for_task(task: object, sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProfile | None:
+    """The profile a task's evaluations need: None for tasks without a [roofline] table and GPU tasks
+    (nothing is measured for them), else ensure_profile()."""
+    if getattr(task, "family", "") != "c" or getattr(task, "roofline", None) is None or getattr(task, "uses_gpu", False):
+        return None
+    return ensure_profile(sandbox, say)

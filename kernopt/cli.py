@@ -454,8 +454,8 @@ def runs_diff(run: str = typer.Argument(..., help="Run id or path."),
     na, nb = resolve(data, a), resolve(data, b)
     if "best" in (a, b) and data.best_id is None:
         err.print("note: no candidate was significantly faster, so `best` is the baseline", highlight=False)
-    if not (na.candidate.files or na.is_baseline is False) or not (nb.candidate.files or nb.is_baseline is False):
-        err.print(f"note: {data.baseline_note or 'the baseline source is not available'}", highlight=False)
+    if data.baseline_note and (na.is_baseline or nb.is_baseline):
+        err.print(f"note: {data.baseline_note}", highlight=False)
     la, lb = ("baseline" if n.is_baseline else n.id for n in (na, nb))
     text = candidate_diff(na.candidate, nb.candidate, la, lb)
     if not text:

@@ -64,7 +64,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         where = f" at {config.model.api_base}" if config.model.api_base else ""
         hooks.on_message(f"policy: llm, model {config.model.name}{where}" + (" + tuner on its best" if config.hybrid else ""))
     done = store.evaluated()
-    store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done))
+    # the baseline is never evaluated as a candidate: the log keeps it for review (`runs diff RUN baseline best`, reports)
+    store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done),
+                 baseline=baseline_candidate(task).model_dump())
     profile = profile_for_task(task, sandbox, hooks.on_message)  # the roofs for roofline figures: measured once per host
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
     evaluator = get_evaluator(task, sandbox, config.eval, workroot, profile=profile)

@@ -9,6 +9,7 @@ from types import TracebackType
 from typing import TYPE_CHECKING, Any
 
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
@@ -186,7 +187,8 @@ def print_run(console: Console, store: RunStore) -> None:
     for i, (c, r) in enumerate(store.evaluated().values(), 1):
         style = STATUS_STYLE.get(r.status, "white")
         text = c.idea if r.status == "ok" else f"{c.idea} — {r.reason}"
-        table.add_row(str(i), c.id, c.parent or "-", c.author, f"[{style}]{r.status}[/]", fmt_speedup(r), text[:120])
+        # ideas, reasons and authors are run data, not markup ("a[i]" must print as written)
+        table.add_row(str(i), c.id, escape(c.parent or "-"), escape(c.author), f"[{style}]{r.status}[/]", fmt_speedup(r), escape(text[:120]))
     console.print(table)
     if s.get("best_candidate"):
         console.print(f"best: {s['best_candidate']} {s['best_speedup']:.2f}x (re-measured); files in {store.root / 'best'}")

@@ -40,6 +40,22 @@ if [ "${KERNOPT_DOCKER:-1}" != 0 ] && ! setup_docker; then
   echo "test: warning: no Docker engine; tests/test_sandbox_docker.py will be skipped" >&2
 fi
 
+# The HTML report's browser tests (tests/test_report.py) open reports in headless Chromium; they skip
+# without it, and KERNOPT_REQUIRE_CHROMIUM=1 (CI) makes a missing browser fatal instead.
+setup_chromium() {
+  command -v chromium >/dev/null && return 0
+  local SUDO=""
+  if [ "$(id -u)" -ne 0 ]; then command -v sudo >/dev/null || { echo "test: need root or sudo to install chromium" >&2; return 1; }; SUDO="sudo"; fi
+  echo "test: installing chromium"
+  $SUDO apt-get update -qq || return 1
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends chromium >/dev/null || return 1
+}
+
+if ! setup_chromium; then
+  if [ "${KERNOPT_REQUIRE_CHROMIUM:-0}" = 1 ]; then echo "test: error: the report's browser tests need chromium" >&2; exit 1; fi
+  echo "test: warning: no chromium; the browser checks in tests/test_report.py will be skipped" >&2
+fi
+
 .venv/bin/ruff check kernopt tests bench
 .venv/bin/mypy kernopt
 exec .venv/bin/python -m pytest -q -ra "$@"

@@ -39,6 +39,18 @@ _CC_FAILED, _INSPECT_FAILED = 97, 98  # the build step's exit codes for "the com
 _LINK_MARK = "kernopt-build: linking"
 
 
+@dataclass(frozen=True)
+class Toolchain:
+    """Another compiler and extra flags for a candidate's kernel object: trusted benchmark use only
+    (bench/peers.py builds the baseline source with compilers' own optimizers, e.g. gcc's
+    -ftree-parallelize-loops or clang's Polly). The flags bypass the candidate flag gate, so nothing
+    a policy or a run config says reaches it: only CFamilyEvaluator.check_untimed takes one."""
+
+    compiler: str
+    cflags: tuple[str, ...] = ()
+    ldflags: tuple[str, ...] = ()  # added to the link (e.g. -lgomp for auto-parallelized code in a serial task)
+
+
 @dataclass
 class Binary:
     """A linked driver+harness+kernel program, in a directory the sandbox cannot write."""
@@ -112,6 +124,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
         """Compile, inspect and link the candidate in one sandboxed step; returns (binary in a read-only
         dir, build log). Raises _Fail. Only the compiler and binutils run here, never the candidate's code,
         so one step is as safe as three (and a container step costs ~0.1 s)."""
+        return self.build_with(candidate, None)
+
+    def build_with(self, candidate: Candidate, toolchain: Toolchain | None) -> tuple[Path, str]:
+        """build(), with the kernel object compiled by `toolchain` (see Toolchain) when one is given;
+        the trusted objects, the object gate and the link are the same."""
         trusted = self._trusted_objects()
         d = self._new_dir("build")
         kernel_name = Path(self.task.kernel).name
@@ -119,8 +136,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
         for name in ("driver.o", "harness.o"):
             shutil.copy(trusted / name, d / name)
         try:
-            cc = [self.task.compiler, *self._base_flags(), *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
-            link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, "-o", "prog"]
+            tc = toolchain or Toolchain(self.task.compiler)
+            cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
+            link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
+                    "-o", "prog"]
             script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self._run(["sh", "-c", script], d, self.config.build_timeout_s)
@@ -234,7 +253,20 @@ class CFamilyEvaluator(SandboxedEvaluator):
         with self.session():
             return self._evaluate(candidate)
 
+    def check_untimed(self, candidate: Candidate, toolchain: Toolchain | None = None) -> tuple[EvalResult, Path | None]:
+        """Everything evaluate() does but the timing: static gate, build (with `toolchain`, trusted use only:
+        see Toolchain), correctness sweep, race check. For benchmarks that time many programs in one
+        interleaved loop (bench/peers.py). Returns the verdict (status ok: verified, not timed) and, when
+        it is ok, the binary, whose directory the caller removes."""
+        if self.task.language == "cuda":
+            raise ValueError("check_untimed is for CPU C-family tasks")
+        with self.session():
+            return self._checked(candidate, toolchain, timed=False)
+
     def _evaluate(self, candidate: Candidate) -> EvalResult:
+        return self._checked(candidate, None, timed=True)[0]
+
+    def _checked(self, candidate: Candidate, toolchain: Toolchain | None, timed: bool) -> tuple[EvalResult, Path | None]:
         phases: dict[str, float] = {}
         ver = Verification()
         t = time.monotonic()
@@ -246,7 +278,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             with placement.hold("shared", phases):  # building and checking run beside other evaluations
                 t = time.monotonic()
                 base = self.baseline_binary()
-                prog, _log = self.build(candidate)
+                prog, _log = self.build(candidate) if toolchain is None else self.build_with(candidate, toolchain)
                 cleanup.append(prog.parent)
                 phases["build"] = time.monotonic() - t
                 t = time.monotonic()
@@ -260,6 +292,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 else:
                     ver.race_check = "skipped"
                 phases["race"] = time.monotonic() - t
+            if not timed:  # check_untimed: the caller times it, and owns the binary
+                cleanup.remove(prog.parent)
+                return EvalResult(candidate_id=candidate.id, status="ok", reason="verified (not timed)", verification=ver,
+                                  phase_s=phases), prog
             with placement.hold("exclusive", phases):  # timing has the machine to itself
                 t = time.monotonic()
                 timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
@@ -269,11 +305,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if not timing.consistent:
                 flags.append("timing_inconsistent")
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing))
+                              timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing)), None
         except _Fail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
-                              verification=ver, phase_s=phases)
+                              verification=ver, phase_s=phases), None
         finally:
             if not self.config.keep_workdirs:
                 for p in cleanup:

@@ -42,12 +42,17 @@ def ratio_of_medians(baseline: Samples, candidate: Samples, resamples: int = 200
     Each argument is a flat list of times, or a list of per-process lists (then processes are
     resampled as units, and the calls of a resampled process come along).
     """
-    bg, cg = _groups(baseline), _groups(candidate)
     point = median(baseline) / median(candidate)
-    rng = np.random.default_rng(seed)
-    ratios = _resampled_medians(bg, rng, resamples) / _resampled_medians(cg, rng, resamples)
-    lo, hi = np.quantile(ratios, [0.025, 0.975])
+    lo, hi = np.quantile(bootstrap_ratios(baseline, candidate, resamples, seed), [0.025, 0.975])
     return point, float(lo), float(hi)
+
+
+def bootstrap_ratios(baseline: Samples, candidate: Samples, resamples: int = 2000, seed: int = 0) -> np.ndarray:
+    """The bootstrap distribution behind ratio_of_medians: `resamples` ratios of resampled medians
+    (whole processes resampled when samples are grouped). Aggregates such as a geometric mean over
+    tasks combine these elementwise (bench/peers.py)."""
+    rng = np.random.default_rng(seed)
+    return _resampled_medians(_groups(baseline), rng, resamples) / _resampled_medians(_groups(candidate), rng, resamples)
 
 
 def _resampled_medians(groups: list[np.ndarray], rng: np.random.Generator, resamples: int) -> np.ndarray:

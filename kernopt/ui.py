@@ -82,12 +82,13 @@ class ProgressHooks(Hooks):
         tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
         detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
-        self.console.print(f"  {candidate.id} [{style}]{result.status:<13}[/] {detail[:110]}{mark}"
-                           f"[dim]{tag} — {candidate.idea[:80]}[/]", highlight=False, soft_wrap=True)
+        # ideas and reasons come from models and compilers: "a[i]" is text, not markup
+        self.console.print(f"  {candidate.id} [{style}]{result.status:<13}[/] {escape(detail[:110])}{mark}"
+                           f"[dim]{tag} — {escape(candidate.idea[:80])}[/]", highlight=False, soft_wrap=True)
         self.progress.update(self.task_id, advance=1, description=self._describe())
 
     def on_message(self, text: str) -> None:
-        self.console.print(f"[cyan]•[/] {text}", highlight=False)
+        self.console.print(f"[cyan]•[/] {escape(text)}", highlight=False)
 
 
 def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
@@ -102,7 +103,7 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
             console.print(f"      {s['best_speedup_vs_eager']:.2f}x vs eager PyTorch{vs_compile} on {s.get('device', 'the GPU')}",
                           highlight=False)
         for step in s.get("best_lineage") or [s.get("best_idea", "")]:
-            console.print(f"      + {step}", highlight=False)
+            console.print(f"      + {escape(str(step))}", highlight=False)
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
     else:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
@@ -111,19 +112,19 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         base = s.get("baseline_roofline_fraction")
         console.print(f"      roofline: {roof.describe()}" + (f"; the baseline: {fmt_percent(base)}" if base else ""), highlight=False)
     if s.get("note"):
-        console.print(f"[yellow]note:[/] {s['note']}", highlight=False)
+        console.print(f"[yellow]note:[/] {escape(str(s['note']))}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
     console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
     if s.get("spend"):
         console.print(f"model spend: {fmt_spend(Spend.model_validate(s['spend']))}", highlight=False)
     if s.get("stopped_by"):
-        console.print(f"stopped by: {s['stopped_by']}", highlight=False)
+        console.print(f"stopped by: {escape(str(s['stopped_by']))}", highlight=False)
     console.print(f"run directory: {run_dir}", highlight=False)
 
 
 def print_eval(console: Console, task: str, r: EvalResult) -> None:
     style = STATUS_STYLE.get(r.status, "white")
-    console.print(f"[bold]{task}[/]: [{style}]{r.status}[/] — {r.reason}", highlight=False, soft_wrap=True)
+    console.print(f"[bold]{escape(task)}[/]: [{style}]{r.status}[/] — {escape(r.reason)}", highlight=False, soft_wrap=True)
     v = r.verification
     if v.sizes:
         counts = f"threads {v.threads}" if v.threads else (f"ranks {v.ranks}" if v.ranks else "serial")

@@ -237,7 +237,7 @@ class BenchProgress:
         best = self.best.get(ev.key)
         last = ev.status if ev.kind == "eval" else (ev.text if ev.kind == "message" else "starting")
         desc = (f"  {ev.key}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
-                f"last {last[:50]}" + (f" · {ev.host}" if ev.host else ""))
+                f"last {last[:32]}" + (f" · {ev.host}" if ev.host else ""))
         if ev.key not in self.lines:
             self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done)
         else:

@@ -222,22 +222,22 @@ class BenchProgress:
 
     def _overall(self) -> str:
         skipped = f" ({self.skipped} finished before, skipped)" if self.skipped else ""
-        return f"[bold]{self.name}[/] tasks{skipped}"
+        return f"[bold]{escape(self.name)}[/] tasks{skipped}"
 
     def on_skip(self, result: Any) -> None:
         """A task that had finished in an earlier invocation: not run again, not counted in the bar."""
         self.skipped += 1
         total = self.progress.tasks[self.overall].total or 0
         self.progress.update(self.overall, total=max(total - 1, 0), description=self._overall())
-        self.console.print(f"  [dim]{result.key}: finished before; skipped[/]", highlight=False)
+        self.console.print(f"  [dim]{escape(result.key)}: finished before; skipped[/]", highlight=False)
 
     def on_event(self, ev: Any) -> None:
         if ev.kind == "eval":
             self.best[ev.key] = ev.best_speedup
         best = self.best.get(ev.key)
         last = ev.status if ev.kind == "eval" else (ev.text if ev.kind == "message" else "starting")
-        desc = (f"  {ev.key}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
-                f"last {last[:32]}" + (f" · {ev.host}" if ev.host else ""))
+        desc = (f"  {escape(ev.key)}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
+                f"last {escape(last[:32])}" + (f" · {escape(ev.host)}" if ev.host else ""))
         if ev.key not in self.lines:
             self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done)
         else:
@@ -252,15 +252,15 @@ class BenchProgress:
         if r.status == "finished":
             if s.get("best_significant") and s.get("best_candidate"):
                 ci = s.get("best_ci") or [float("nan"), float("nan")]
-                what = f"[green]faster[/] {s['best_speedup']:.2f}x [{ci[0]:.2f}, {ci[1]:.2f}]"
+                what = f"[green]faster[/] {s['best_speedup']:.2f}x " + escape(f"[{ci[0]:.2f}, {ci[1]:.2f}]")
             else:
                 what = "no significant speedup"
             what += f" · {s.get('candidates', 0)} candidates"
         else:
-            what = f"[{ROW_STYLE.get(r.status, 'red')}]{r.status}[/]: {r.error}"
-        host = f" · {r.host}" if r.host else ""
+            what = f"[{ROW_STYLE.get(r.status, 'red')}]{r.status}[/]: {escape(r.error)}"
+        host = f" · {escape(r.host)}" if r.host else ""
         mark = "[green]✓[/]" if r.status == "finished" else "[red]✗[/]"
-        self.console.print(f"{mark} {r.key}: {what} · {r.elapsed_s:.0f}s{host}", highlight=False, soft_wrap=True)
+        self.console.print(f"{mark} {escape(r.key)}: {what} · {r.elapsed_s:.0f}s{host}", highlight=False, soft_wrap=True)
 
 
 def fmt_figures(suite: dict[str, Any]) -> str:
@@ -280,8 +280,8 @@ def print_bench_summary(console: Console, summary: dict[str, Any], json_path: Pa
         speed = f"{row['best_speedup']:.2f}x" if row["best_speedup"] is not None else "-"
         ci = f"{row['ci_low']:.2f}–{row['ci_high']:.2f}" if row["ci_low"] is not None and row["ci_high"] is not None else "-"
         base = f"{row['baseline_s'] * 1e3:.3g} ms" if row["baseline_s"] is not None else "-"
-        table.add_row(row["key"], f"[{style}]{row['status']}[/]", speed, ci,
-                      f"{row['candidates']} ({row['verified_candidates']} verified)", base, f"{row['elapsed_s']:.0f}s", row["error"][:80])
+        table.add_row(escape(row["key"]), f"[{style}]{row['status']}[/]", speed, ci,
+                      f"{row['candidates']} ({row['verified_candidates']} verified)", base, f"{row['elapsed_s']:.0f}s", escape(row["error"][:80]))
     console.print(table)
     s = summary["suite"]
     console.print(fmt_figures(s), highlight=False)
@@ -289,4 +289,4 @@ def print_bench_summary(console: Console, summary: dict[str, Any], json_path: Pa
     money = f"; model spend ${spend['usd']:.4f}, {spend['tokens']} tokens, {spend['calls']} calls" if spend["calls"] else ""
     console.print(f"{s['finished']}/{s['tasks']} tasks finished; {s['candidates']} candidates ({s['verified_candidates']} verified); "
                   f"{s['elapsed_s']:.0f}s of task time, {s.get('wall_s', 0):.0f}s wall{money}", highlight=False)
-    console.print(f"summary: {json_path}  {csv_path}", highlight=False)
+    console.print(escape(f"summary: {json_path}  {csv_path}"), highlight=False)

@@ -211,7 +211,7 @@ def bench(
         try:
             from kernopt.bench.ray_executor import RayExecutor
 
-            ex = RayExecutor(address=address, hardware=hardware)
+            ex = RayExecutor(address=address, hardware=hardware, jobs=jobs)
         except ImportError as e:
             raise UserError(f"the ray executor needs Ray: pip install 'kernopt[ray]' ({e})") from None
     else:

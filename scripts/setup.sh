@@ -38,7 +38,7 @@ if [ ! -x .venv/bin/python ]; then
   "$PY" -m venv .venv
 fi
 extra=""
-[ "${1:-}" = "--dev" ] && extra="[dev,gpu]"
+[ "${1:-}" = "--dev" ] && extra="[dev,gpu,ray]"
 if [ -n "$extra" ] && ! command -v nvidia-smi >/dev/null; then
   echo "setup: no NVIDIA GPU here: GPU targets are verified with the Triton interpreter / compiled only, never timed"
 fi

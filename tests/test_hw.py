@@ -247,6 +247,40 @@ def test_thread_counts_and_parse() -> None:
     assert (got.llc_bytes, got.array_bytes, got.bandwidth, got.peak, got.done) == (100, 400, {1: 9.5}, {1: 40.0}, True)
 
 
+class Failing:
+    """A sandbox where every command fails."""
+
+    name, cpus = "local", 2.0
+
+    def __init__(self) -> None:
+        self.runs = 0
+
+    def run(self, command: list[str], workdir: Path, limits: Limits, env: dict[str, str] | None = None) -> ExecResult:
+        self.runs += 1
+        return ExecResult(returncode=1, stderr="cc1: fatal error: no space left on device\n")
+
+    def session(self, root: Path):  # type: ignore[no-untyped-def]
+        import contextlib
+
+        return contextlib.nullcontext(self)
+
+
+@needs("gcc")
+def test_a_failed_probe_costs_the_figures_not_the_run(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("KERNOPT_HW_CACHE", str(tmp_path / "hw"))
+    said: list[str] = []
+    sb = Failing()
+    assert hw.ensure_profile(sb, said.append) is None  # type: ignore[arg-type]
+    assert sb.runs == 1 and len(said) == 2 and "measuring memory bandwidth" in said[0]
+    assert said[1].startswith("hardware probe failed") and "no space left on device" in said[1] and "\n" not in said[1]
+    assert not list((tmp_path / "hw").glob("*.json"))
+    with pytest.raises(Exception, match="does not build"):
+        hw.probe(sb)  # type: ignore[arg-type]
+    # A task without [roofline] measures nothing at all.
+    assert hw.profile_for_task(load_task(REPO / "tests" / "data" / "small_gemm"), sb, said.append) is None  # type: ignore[arg-type]
+    assert sb.runs == 2 and len(said) == 2
+
+
 @pytest.mark.slow
 @needs("gcc")
 def test_probe_runs_in_the_local_sandbox_and_is_cached(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -268,6 +302,7 @@ def test_probe_runs_in_the_local_sandbox_and_is_cached(tmp_path: Path, monkeypat
     assert path.is_file() and path.parent == tmp_path / "hw"
 
     again = hw.probe(sb)  # the cache: nothing runs, same numbers
+    assert hw.ensure_profile(sb, pytest.fail) == prof  # nothing said, nothing measured
     assert sb.runs == 2 and again == prof and hw.cached_profile(sb) == prof
     fresh = hw.probe(sb, refresh=True)
     assert sb.runs == 4 and hw.cached_profile(sb) == fresh and fresh.measured_at >= prof.measured_at

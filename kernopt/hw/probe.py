@@ -12,7 +12,9 @@ when nothing is cached (or when asked to refresh) and writes the cache.
 
 from __future__ import annotations
 
+import contextlib
 import datetime
+import fcntl
 import hashlib
 import json
 import os
@@ -21,7 +23,7 @@ import shutil
 import subprocess
 import tempfile
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -164,7 +166,10 @@ def fingerprint(sandbox: Sandbox) -> HostFingerprint:
     CPU model is this host's only when the engine is on this host (a unix socket)."""
     client = getattr(sandbox, "client", None)
     if sandbox.name == "docker" and client is not None:
-        info = client.info()
+        try:
+            info = client.info()
+        except Exception:  # noqa: BLE001 - an engine that does not answer: no profile matches, none is lost
+            info = {}
         remote = os.environ.get("DOCKER_HOST", "unix://").split(":", 1)[0] not in ("unix", "npipe")
         cpu = f"engine {info.get('Name', '?')} ({info.get('ID', '?')})" if remote else _host_cpu_model()
         return HostFingerprint(cpu_model=cpu, cores=int(sandbox.cpus), memory_mb=int(info.get("MemTotal") or 0) // (1 << 20),
@@ -267,8 +272,9 @@ def measure(sandbox: Sandbox, say: Callable[[str], None] | None = None) -> Hardw
                 say(f"measuring memory bandwidth and peak FP64 at {', '.join(map(str, counts))} thread(s)")
             env = {"OMP_PLACES": "cores", "OMP_PROC_BIND": "close", "OMP_NUM_THREADS": str(max(counts))}
             with placement.hold("exclusive", waited):  # as a timing: nothing else of kernopt's runs meanwhile
+                # Address space: the three arrays, the runtime, and every thread's stack.
                 r = sb.run(["./probe", ",".join(map(str, counts)), str(REPS), str(FLOOR_MB), str(cap_mb)], work,
-                           Limits(wall_s=WALL_S, memory_mb=3 * cap_mb + 512), env)
+                           Limits(wall_s=WALL_S, memory_mb=3 * cap_mb + 512 + 80 * max(counts)), env)
     finally:
         shutil.rmtree(root, ignore_errors=True)
     try:
@@ -305,6 +311,30 @@ def ensure_profile(sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProf
     prof = cached_profile(sandbox)
     if prof is not None:
         return prof
+    with _probe_lock():  # runs starting side by side (bench jobs) measure once, not each
+        prof = cached_profile(sandbox)
+        if prof is not None:
+            return prof
+        return _measure_saying(sandbox, say)
+
+
+@contextlib.contextmanager
+def _probe_lock() -> Iterator[None]:
+    """An flock beside the cache files (none where the cache directory cannot be made: then no lock)."""
+    try:
+        cache_dir().mkdir(parents=True, exist_ok=True)
+        fd = os.open(cache_dir() / ".probe.lock", os.O_RDWR | os.O_CREAT, 0o666)
+    except OSError:
+        yield
+        return
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)
+
+
+def _measure_saying(sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProfile | None:
     say(f"no hardware profile for this machine yet: measuring memory bandwidth and peak FLOP/s once "
         f"(kernopt hw probe; cached under {cache_dir()})")
     try:

@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.bench.ray_executor import _recover, install_run_dir, pack, placed, unplaceable
+from kernopt.bench.ray_executor import OWNER_FILE, _recover, _sweep_stale, install_run_dir, pack, placed, unplaceable
 from kernopt.bench.work import Resources, WorkItem
 from kernopt.config import RunConfig
 from tests.conftest import REPO, needs
@@ -370,3 +370,15 @@ def test_unpack_refuses_paths_out_of_the_directory(tmp_path: Path) -> None:
     with pytest.raises(tarfile.TarError):
         unpack(buf.getvalue(), tmp_path / "in")
     assert not (tmp_path / "escaped.txt").exists()
+
+
+def test_sweep_removes_only_dead_tasks_leftovers(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))
+    dead = subprocess.Popen(["true"])
+    dead.wait()
+    for name, owner in (("kernopt-ray-dead", str(dead.pid)), ("kernopt-ray-live", str(os.getpid())), ("kernopt-ray-new", None)):
+        (tmp_path / name).mkdir()
+        if owner is not None:
+            (tmp_path / name / OWNER_FILE).write_text(owner)
+    _sweep_stale()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["kernopt-ray-live", "kernopt-ray-new"]

@@ -38,7 +38,8 @@ Ray worker or node that dies is `crashed`; a task that outlives its item's timeo
 `cancel_grace_s` (a node that stopped answering) is cancelled (`ray.cancel(force=True)`) and `timeout`.
 Ctrl-C (KeyboardInterrupt in `run`) tells the running tasks to stop their workers and waits up to 30 s
 for their run directories; a killed driver loses only the progress of the items in flight (Ray ends
-the job's tasks, and each worker dies with its task: PR_SET_PDEATHSIG). Before connecting, the address
+the job's tasks, and each worker dies with its task: PR_SET_PDEATHSIG; the next task on that node
+removes the temporary directories they left). Before connecting, the address
 is asked whether it speaks gRPC (Ray retries a wrong address for minutes, deaf to Ctrl-C). Ray's logs
 stay in the cluster's log files (`log_to_driver=False`, logging level ERROR).
 """
@@ -490,7 +491,9 @@ def _work(bundle: dict[str, Any], events: Any, control: Any) -> dict[str, Any]:
         return {"result": WorkResult(key=item.key, status="failed", run_dir=item.run_dir, host=host,
                                      error=f"kernopt {__version__} on {host}, {bundle['version']} on the driver: "
                                            "install the same version on every node").model_dump_json(), "archive": None}
-    tmp = Path(tempfile.mkdtemp(prefix="kernopt-ray-"))
+    _sweep_stale()
+    tmp = Path(tempfile.mkdtemp(prefix=TMP_PREFIX))
+    (tmp / OWNER_FILE).write_text(str(os.getpid()))
     try:
         task_dir = tmp / "task" / bundle["task_name"]
         unpack(bundle["task"], task_dir)
@@ -523,6 +526,23 @@ def _work(bundle: dict[str, Any], events: Any, control: Any) -> dict[str, Any]:
         return {"result": result.model_dump_json(), "archive": archive}
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
+
+
+TMP_PREFIX = "kernopt-ray-"
+OWNER_FILE = ".owner"  # the pid of the Ray worker whose task unpacked there
+
+
+def _sweep_stale() -> None:
+    """Remove what tasks killed outright left on this node (a cancelled task's Ray worker dies by SIGKILL,
+    its cleanup never runs): temporary directories whose owner process is gone."""
+    for d in Path(tempfile.gettempdir()).glob(TMP_PREFIX + "*"):
+        try:
+            pid = int((d / OWNER_FILE).read_text())
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)
+        except (OSError, ValueError):
+            continue  # not ours to judge (unreadable, another user's, being created)
 
 
 class _Sender:

@@ -19,7 +19,9 @@ in its own process (the order rotated by one each round), with the task's warm-u
 and the same fresh seeds; every timed output is compared with the baseline's of the same round. The
 speedup is the ratio of medians over the baseline, with the evaluator's process bootstrap 95% interval;
 `*` marks a speedup the evaluator's rule calls significant (interval above 1, rank test at 1%, paired
-99% bound above 1). The timing loop holds the host lock exclusively (kernopt/placement.py).
+99% bound above 1); "(no parallel loop)" marks an auto-parallelizer that outlined no parallel loop (its
+speedup is then its serial optimizations'). The timing loop holds the host lock exclusively
+(kernopt/placement.py).
 
 usage: python bench/peers.py [--tasks tasks/openmp/gemm ...] [--rounds 7] [--budget 20 | --tuner-runs DIR]
                              [--markdown [docs/benchmarks.md]] [--save results.json]
@@ -33,6 +35,7 @@ import json
 import math
 import os
 import platform
+import re
 import secrets
 import shutil
 import subprocess
@@ -80,6 +83,7 @@ class Variant:
     reason: str = ""
     binary: Path | None = None
     groups: Groups = field(default_factory=list)
+    parallel_loops: int | None = None  # auto-parallelizers: the outlined parallel loop bodies in the binary
 
 
 def peer_toolchains(task: Task, cores: int) -> list[tuple[str, str, Toolchain]]:
@@ -132,6 +136,13 @@ def tuner_candidate(task: Task, task_dir: Path, budget: int, tuner_runs: Path | 
     if cand.id != recorded:
         return None, f"{store.root}/best does not reproduce candidate {recorded}"
     return cand, f"budget {store.config().search.max_candidates}, run {store.root}"
+
+
+def parallel_loops(binary: Path) -> int:
+    """How many loop bodies an auto-parallelizer outlined into parallel functions (gcc: `f._loopfn.N`,
+    Polly: `f_polly_subfn[_N]`): 0 means it found nothing it could (or dared to) parallelize."""
+    nm = subprocess.run(["nm", str(binary)], capture_output=True, text=True).stdout
+    return len(re.findall(r"\s[tT] \w+(?:\._loopfn\.\d+|_polly_subfn(?:_\d+)?)$", nm, re.M))
 
 
 # ---------------------------------------------------------------- timing
@@ -241,6 +252,8 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
                 log.append(f"{task.target}/{task.name}: {v.label}: {result.status}: {result.reason}")
                 continue
             programs[v.key] = Binary(v.binary, v.candidate.threads or task.timing.threads, 1, v.candidate.bind)
+            if v.key in ("autopar", "polly"):
+                v.parallel_loops = parallel_loops(v.binary)
         print(f"  {task.name}: timing {len(programs)} programs, {args.rounds} rounds ...", file=sys.stderr, flush=True)
         groups, failed = time_interleaved(ev, programs, args.rounds, BASE, reps=args.reps)
         for key, (status, reason) in failed.items():
@@ -258,7 +271,8 @@ def cell(v: Variant, base: Groups, seed: int) -> str:
     if v.status != "ok":
         return {"wrong_answer": "**wrong answer**", "unavailable": "unavailable", "not run": "not run"}.get(v.status, v.status.replace("_", " "))
     t = judge(base, v.groups, seed)
-    return f"{t.speedup:.2f}x ({t.ci_low:.2f}–{t.ci_high:.2f}){'*' if t.significant else ''}"
+    serial = " (no parallel loop)" if v.parallel_loops == 0 else ""
+    return f"{t.speedup:.2f}x ({t.ci_low:.2f}–{t.ci_high:.2f}){'*' if t.significant else ''}{serial}"
 
 
 def roofline_text(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> str:
@@ -367,6 +381,7 @@ def main(argv: list[str] | None = None) -> int:
         args.save.write_text(json.dumps({"machine": info, "command": command, "tasks": {
             name: {k: {"label": v.label, "status": v.status, "reason": v.reason, "groups": v.groups,
                        "toolchain": None if v.toolchain is None else [v.toolchain.compiler, *v.toolchain.cflags],
+                       "parallel_loops": v.parallel_loops,
                        "candidate": None if v.candidate is None else v.candidate.idea} for k, v in vs.items()}
             | {"roofline": rooflines.get(name)} for name, vs in results.items()}}, indent=1))
     if args.markdown:

@@ -14,8 +14,11 @@
     what the evaluator's statistics work on).
 (c) Evaluator overhead, from the A/A evaluations of (a): the share of an evaluation's wall time that is
     not the compiled program's timed calls (build, verification, race check, process starts, warm-up
-    calls, input generation and output checks, the sandbox), with the per-phase means (phase_s). Time
+    calls, input generation and output checks, the sandbox), with the per-phase means (phase_s), and
+    the same share with the warm-up calls (estimated from the median call) counted as kernel time. Time
     spent waiting for the host lock (other evaluations timing) is shown apart and left out of the share.
+    A serial baseline has no OpenMP constructs, so its race check is skipped: a parallel candidate's
+    evaluation also pays the race check (two ThreadSanitizer builds and three runs, about 1 s).
 
 usage: python bench/quality.py [--tasks tasks/openmp/gemm ...] [--repeats 25] [--parts aa cv overhead] [--markdown]
 (bench/aa_check.py runs parts aa and overhead, as it did before this script existed.)
@@ -83,20 +86,25 @@ class Overhead:
     wall: list[float] = field(default_factory=list)
     wait: list[float] = field(default_factory=list)
     timed: list[float] = field(default_factory=list)
+    warmup: list[float] = field(default_factory=list)  # estimated: warm-up calls per process x processes x median call
     phases: dict[str, list[float]] = field(default_factory=lambda: {p: [] for p in PHASES})
 
-    def add(self, wall: float, r: EvalResult) -> None:
-        assert r.timing is not None
+    def add(self, wall: float, r: EvalResult, reps: int, warmup: int) -> None:
+        t = r.timing
+        assert t is not None
         self.wall.append(wall)
         self.wait.append(r.phase_s.get("wait", 0.0))
-        self.timed.append(sum(r.timing.baseline_s) + sum(r.timing.candidate_s))
+        self.timed.append(sum(t.baseline_s) + sum(t.candidate_s))
+        self.warmup.append(warmup * (len(t.baseline_s) * t.baseline_median_s + len(t.candidate_s) * t.candidate_median_s) / reps)
         for p in PHASES:
             self.phases[p].append(r.phase_s.get(p, 0.0))
 
-    def share(self) -> float:
-        """Share of the (lock-wait-free) evaluation wall time outside the timed calls, over all evaluations."""
+    def share(self, count_warmup: bool = True) -> float:
+        """Share of the (lock-wait-free) evaluation wall time outside the timed calls (and, with
+        count_warmup=False, outside the estimated warm-up calls too), over all evaluations."""
         busy = sum(w - q for w, q in zip(self.wall, self.wait, strict=True))
-        return 1 - sum(self.timed) / busy if busy > 0 else 0.0
+        kernel = sum(self.timed) + (0.0 if count_warmup else sum(self.warmup))
+        return 1 - kernel / busy if busy > 0 else 0.0
 
 
 @dataclass
@@ -129,7 +137,7 @@ def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
                 q.speedups.append(r.timing.speedup)
                 q.significant += r.faster
                 q.false_wins += r.faster and r.timing.speedup >= args.threshold
-                q.overhead.add(wall, r)
+                q.overhead.add(wall, r, task.timing.reps, task.timing.warmup)
         if "cv" in args.parts:
             groups, failed = time_interleaved(ev, {"base": Binary(ev.baseline_binary(), task.timing.threads, task.timing.ranks, None)},
                                               args.cv_rounds, "base", reps=args.cv_reps)
@@ -172,8 +180,8 @@ def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
         out.append("")
     if "overhead" in args.parts and n:
         out += ["Evaluator overhead (means per A/A evaluation, seconds; share = 1 − timed calls / (wall − lock wait))", "",
-                "| task | eval wall | lock wait | build | verify | race | timing phase | timed calls | other | overhead share |",
-                "|---|---|---|---|---|---|---|---|---|---|"]
+                "| task | eval wall | lock wait | build | verify | race | timing phase | timed calls | warm-up calls (est.) | other "
+                "| overhead share | without warm-up calls |", "|---|---|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             o = r.overhead
             if not o.wall:
@@ -181,7 +189,8 @@ def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
             m = {p: statistics.mean(v) for p, v in o.phases.items()}
             other = statistics.mean(o.wall) - statistics.mean(o.wait) - sum(m.values())
             out.append(f"| {r.name} | {statistics.mean(o.wall):.2f} | {statistics.mean(o.wait):.2f} | {m['build']:.2f} | {m['verify']:.2f} | "
-                       f"{m['race']:.2f} | {m['time']:.2f} | {statistics.mean(o.timed):.2f} | {other:.2f} | {100 * o.share():.0f}% |")
+                       f"{m['race']:.2f} | {m['time']:.2f} | {statistics.mean(o.timed):.2f} | {statistics.mean(o.warmup):.2f} | {other:.2f} | "
+                       f"{100 * o.share():.0f}% | {100 * o.share(count_warmup=False):.0f}% |")
         out.append("")
     return out
 

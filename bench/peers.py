@@ -359,7 +359,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.rounds < 2:
         ap.error("--rounds must be at least 2")
-    args.runs_dir = args.runs_dir or Path(tempfile.mkdtemp(prefix="kernopt-peers-runs-"))
+    if args.runs_dir is None and args.budget > 0 and args.tuner_runs is None:
+        args.runs_dir = Path(tempfile.mkdtemp(prefix="kernopt-peers-runs-"))  # kept: the tuner's runs, for a look afterwards
     polly = polly_problem()
     info = machine()
     profile = None if args.no_roofline else ensure_profile(get_sandbox("local"), lambda line: print(line, file=sys.stderr))

@@ -498,5 +498,5 @@ def test_gpu_device_side_protections(body: str, launch: str, extra: str, status:
                                      gpu_transpose: CudaCEvaluator) -> None:
     r = evaluate(gpu_transpose, transpose(body, launch, extra))
     assert r.status == status and reason in r.reason, f"{r.status}: {r.reason}\n{r.log[-2000:]}"
-    if status == "runtime_error":
-        assert "CUDA error" in r.log and "invalid configuration" in r.log
+    if status == "runtime_error":  # CUDA 13.0 on an H100 says "invalid argument" for a 4096-thread block; older ones
+        assert "CUDA error launching the kernel" in r.log and ("invalid configuration" in r.log or "invalid argument" in r.log), r.log

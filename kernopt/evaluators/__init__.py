@@ -75,11 +75,31 @@ class SandboxedEvaluator:
             finally:
                 self._sb = self.sandbox
 
+    def tool_dirs(self) -> list[str]:
+        """Directories searched first for tools in local-sandbox steps (see tool_env)."""
+        return []
+
+    def tool_env(self) -> dict[str, str]:
+        """What a local-sandbox step needs to find this machine's tools; nothing for other sandboxes (an
+        image has its own). The evaluator looks tools up on this process's PATH (nvcc, gcc, ninja beside
+        a venv's Python), so its steps search the same directories: a toolkit under /usr/local/cuda/bin
+        or a driver found only through LD_LIBRARY_PATH would otherwise be missing in the sandbox alone."""
+        if self.sandbox.name != "local":
+            return {}
+        from kernopt.sandbox.local import BASE_PATH
+
+        dirs = [*self.tool_dirs(), *os.environ.get("PATH", "").split(os.pathsep), *BASE_PATH.split(os.pathsep)]
+        env = {"PATH": os.pathsep.join(dict.fromkeys(d for d in dirs if os.path.isabs(d)))}
+        libs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(d)]
+        if libs:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys(libs))
+        return env
+
     def _run(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
              memory_mb: int | None = -1) -> ExecResult:
         """One sandboxed step under the config's limits (memory_mb -1: the config's; None: no limit)."""
         limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
-        r = self._sb.run(cmd, cwd, limits, env or {})
+        r = self._sb.run(cmd, cwd, limits, {**self.tool_env(), **(env or {})})
         if r.returncode is None and not r.timed_out:
             raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}{self.start_hint}")
         return r

@@ -25,10 +25,11 @@ from kernopt.task import TorchVerify
 
 # aten ops that allocate, view or copy memory: a Triton or CUDA candidate needs them around its kernels
 # (the Triton interpreter itself runs new_empty, set_ and copy_), so running them is no fallback to the
-# reference's computation even when the reference runs them too.
+# reference's computation even when the reference runs them too. record_stream only tells the caching
+# allocator that a side stream uses a tensor (a candidate working on a side stream needs it).
 GLUE_OPS = frozenset(f"aten.{op}" for op in (
     "empty empty_like empty_strided new_empty new_empty_strided new_zeros new_full zeros zeros_like full full_like "
-    "fill_ zero_ set_ copy_ _to_copy _copy_from _copy_from_and_resize resize_ clone contiguous detach alias lift_fresh "
+    "fill_ zero_ set_ copy_ _to_copy _copy_from _copy_from_and_resize resize_ clone contiguous detach alias lift_fresh record_stream "
     "lift_fresh_copy view _unsafe_view view_as reshape _reshape_alias as_strided t transpose permute expand expand_as "
     "unsqueeze squeeze flatten unflatten slice select narrow split split_with_sizes chunk unbind movedim "
     "_local_scalar_dense"

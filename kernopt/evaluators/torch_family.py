@@ -105,7 +105,12 @@ class TorchEvaluator(SandboxedEvaluator):
         self.workroot.mkdir(parents=True, exist_ok=True)
         os.chmod(self.workroot, 0o755)
         self._device: Device | None = None
+        self._baseline_ext: Path | None = None
         self._sb: Sandbox = sandbox
+
+    def tool_dirs(self) -> list[str]:
+        # load_inline runs `ninja`, which pip installs beside the Python that has torch (a venv's bin).
+        return [os.path.dirname(self.python)] if self.sandbox.name == "local" and os.path.isabs(self.python) else []
 
     # ---------------------------------------------------------------- processes
     def device(self) -> Device:
@@ -235,6 +240,7 @@ class TorchEvaluator(SandboxedEvaluator):
                         return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=resources_,
                                           reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
                     ext = self.build_extension(source)
+                    self.baseline_extension()  # built here, beside other evaluations, not in the exclusive timing phase
                 phases["build"] = time.monotonic() - t
                 t = time.monotonic()
                 self.verify(source, ver, check_ops=not trusted, ext=ext)
@@ -271,6 +277,18 @@ class TorchEvaluator(SandboxedEvaluator):
         from kernopt.evaluators.torch_build import build_extension
 
         return build_extension(self, source)
+
+    def baseline_extension(self) -> Path | None:
+        """The task's own solution.py built once per evaluator (cuda on a GPU; None otherwise): every timing
+        process of the baseline loads it instead of compiling it again (tens of seconds a process)."""
+        if self.task.target != "cuda" or not self.device().cuda:
+            return None
+        if self._baseline_ext is None:
+            try:
+                self._baseline_ext = self.build_extension(self.task.baseline_source())
+            except _Fail as f:
+                raise InfraError(f"the task's {self.task.kernel} does not build: {f.reason}") from None
+        return self._baseline_ext
 
     # ---------------------------------------------------------------- verify
     def verify(self, source: str, ver: Verification, check_ops: bool = True, ext: Path | None = None) -> None:
@@ -359,6 +377,7 @@ class TorchEvaluator(SandboxedEvaluator):
                                       reason="re-measurement: no GPU here, so no timing")
                 if self.task.target == "cuda":
                     ext = self.build_extension(source)
+                    self.baseline_extension()
                 with placement.hold("exclusive"):
                     timing = self.time(source, self.config.remeasure_rounds, ext=ext)
             except _Fail as f:

@@ -60,8 +60,8 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                     carry = {".inductor": compile_cache / ".inductor", ".triton": compile_cache / ".triton"} if (
                         who == "compile" and compile_cache) else None
                     src = source if who == "candidate" else baseline if who == "baseline" else None
-                    run, d, r = ev.run_role(_ROLE[who], "time", round_job, tt.timeout_s, source=src,
-                                            ext=ext if who == "candidate" else None, carry=carry)
+                    prebuilt = ext if who == "candidate" else ev.baseline_extension() if who == "baseline" else None
+                    run, d, r = ev.run_role(_ROLE[who], "time", round_job, tt.timeout_s, source=src, ext=prebuilt, carry=carry)
                     runs[who] = (run, d)
                     if who == "candidate":
                         ev._check(run, r, where, tt.timeout_s)

@@ -244,3 +244,11 @@ def test_serial_target_gets_only_flags_and_defines(tmp_path: Path) -> None:
     props = TunerPolicy().propose(state_for(task, cores=8), 500)
     assert props and all(kernel(task, c) == TRIANGULAR and c.threads is None and c.ranks is None for c in props)
     assert TunerPolicy().name == "tuner"
+
+
+def test_a_tunable_value_the_kernel_already_has_is_not_proposed(gemm: Task) -> None:
+    source = "#ifndef BS\n#define BS 32\n#endif\n" + gemm.baseline_source()
+    task = gemm.model_copy(update={"tunables": [Tunable(name="BS", values=[16, 32, 64])]})
+    base = Candidate(files={task.kernel: source}, author="baseline")
+    props = TunerPolicy().propose(state_for(task, parent=base), 500)
+    assert sorted(c.defines["BS"] for c in props if c.defines) == ["16", "64"]  # BS=32 would rebuild the same program

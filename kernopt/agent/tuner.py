@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from kernopt.agent.base import SearchState
 from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
 from kernopt.candidate import Candidate
-from kernopt.evaluators.knobs import declared_knobs
+from kernopt.evaluators.knobs import declared_knobs, knob_values
 from kernopt.task import AnyTask, Task
 
 _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
@@ -206,10 +206,12 @@ def bind_moves(parent: Candidate, options: tuple[tuple[str, float], ...]) -> lis
 def tunable_moves(task: AnyTask, parent: Candidate) -> list[Move]:
     """Each task tunable value, in the order the task lists them: a -D define for C and CUDA-C, a value
     written into the source for Python solutions (skipped when the parent's source no longer declares it)."""
+    source = parent.files.get(task.kernel, "")
     if task.family == "torch":
-        declared = declared_knobs(parent.files.get(task.kernel, ""))
+        declared = declared_knobs(source)
         tunables = [t for t in task.tunables if t.name in declared]
     else:
         tunables = list(task.tunables)
+    current = {**knob_values(source), **parent.defines}  # a value the kernel already has is no move
     return [Move(58.0, f"set {t.name}={v}", {"defines": {**parent.defines, t.name: str(v)}})
-            for t in tunables for v in t.values if parent.defines.get(t.name) != str(v)]
+            for t in tunables for v in t.values if current.get(t.name) != str(v)]

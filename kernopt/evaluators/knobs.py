@@ -39,6 +39,21 @@ def declared_knobs(source: str) -> set[str]:
     return names
 
 
+def knob_values(source: str) -> dict[str, str]:
+    """The value each knob has in `source` (its `#define` or top-level constant), as the text a define would carry."""
+    out = {m.group(1): m.group(2) for m in re.finditer(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+(\S+)", source)}
+    try:
+        tree = ast.parse(source)
+    except SyntaxError:
+        return out
+    for node in tree.body:
+        if isinstance(node, ast.Assign) and isinstance(node.value, ast.Constant):
+            for t in node.targets:
+                if isinstance(t, ast.Name):
+                    out[t.id] = str(node.value.value)
+    return out
+
+
 def _define_with(value: str) -> Callable[[re.Match[str]], str]:
     return lambda m: f"{m.group(1)}{value}{m.group(3)}"
 

@@ -390,3 +390,22 @@ def test_evaluator_without_a_cached_profile_has_no_figures(small_task: Path, tmp
     given = CFamilyEvaluator(task, sb, EvalConfig(), tmp_path / "ev2", profile=PROFILE)  # type: ignore[arg-type]
     got = given.roofline_for(_timing(threads=2, median=0.25))
     assert isinstance(got, Roofline) and got.flops == 2 * 160**3 and got.fraction == pytest.approx(got.bound_s / 0.25)
+
+
+def test_profile_table_and_the_busy_machine_note() -> None:
+    from io import StringIO
+
+    from rich.console import Console
+
+    from kernopt.ui import print_profile
+
+    def shown(prof: hw.HardwareProfile) -> str:
+        buf = StringIO()
+        print_profile(Console(file=buf, width=200), prof, Path("/c/p.json"), cached=True)
+        return buf.getvalue()
+
+    text = shown(PROFILE)
+    assert "test cpu, 4 cores" in text and "peak FP64: 50.0 GFLOP/s on 1 core, 200.0 GFLOP/s on 4" in text
+    assert "machine balance: 10.0 flop/byte" in text and "cached, measured 2020-01-01" in text and "note:" not in text
+    busy = shown(_profile({1: 20.0, 2: 15.0}, {1: 50.0, 2: 100.0}))
+    assert "more threads gave less bandwidth" in busy

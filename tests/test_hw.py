@@ -318,6 +318,26 @@ def test_probe_runs_in_the_local_sandbox_and_is_cached(tmp_path: Path, monkeypat
 
 
 @pytest.mark.slow
+def test_probe_runs_in_the_docker_sandbox(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same probe in a container (the image's gcc); skipped without an engine and the image, unless CI requires docker."""
+    from kernopt.errors import UserError
+    from kernopt.sandbox import get_sandbox
+
+    try:
+        sb = get_sandbox("docker", "openmp")
+    except UserError as e:
+        if os.environ.get("KERNOPT_REQUIRE_DOCKER") == "1":
+            raise
+        pytest.skip(f"no Docker engine or sandbox image: {e}")
+    monkeypatch.setenv("KERNOPT_HW_CACHE", str(tmp_path / "hw"))
+    prof = hw.probe(sb)
+    assert prof.fingerprint.sandbox == "docker" and prof.fingerprint.compiler.startswith("image ")
+    assert prof.threads == hw.thread_counts(int(sb.cpus))
+    assert all(v > 0.5 for v in prof.bandwidth_gbps.values()) and all(v > 0.5 for v in prof.peak_gflops.values())
+    assert hw.cached_profile(sb) == prof and hw.cache_path(prof.fingerprint).name.startswith("docker-")
+
+
+@pytest.mark.slow
 @needs("gcc")
 def test_hw_probe_command(tmp_path: Path) -> None:
     env = {**os.environ, "KERNOPT_HW_CACHE": str(tmp_path / "hw")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import atexit
 import os
 import shutil
 import subprocess
@@ -23,7 +24,9 @@ SMALL_GEMM = REPO / "tests" / "data" / "small_gemm"
 os.environ.setdefault("KERNOPT_SANDBOX", "local")
 # Hardware profiles that tests measure (`kernopt optimize`/`eval` on a task with a [roofline] table probe
 # the machine once when nothing is cached) go to a directory of this session, never the user's cache.
-os.environ.setdefault("KERNOPT_HW_CACHE", tempfile.mkdtemp(prefix="kernopt-test-hw-"))
+if "KERNOPT_HW_CACHE" not in os.environ:
+    os.environ["KERNOPT_HW_CACHE"] = _HW_CACHE = tempfile.mkdtemp(prefix="kernopt-test-hw-")
+    atexit.register(shutil.rmtree, _HW_CACHE, True)
 
 
 @pytest.fixture

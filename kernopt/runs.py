@@ -70,16 +70,7 @@ class RunStore:
 
     def lock(self) -> None:
         """Take the run's write lock; a second writer gets a clear error instead of a corrupted log."""
-        try:
-            fd = os.open(self.root / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError as e:
-            raise UserError(f"{self.root}: cannot write to run directory: {e.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UserError(f"{self.root} is being written by another kernopt process") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_dir(self.root, "run", "is being written by another kernopt process")
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -98,16 +89,7 @@ class RunStore:
             raise UserError(f"{self.root}/config.json is unreadable or invalid: {str(e).splitlines()[0]}") from None
 
     def events(self) -> list[dict[str, Any]]:
-        path = self.root / "events.jsonl"
-        if not path.exists():
-            return []
-        out = []
-        for line in path.read_text(errors="replace").splitlines():
-            try:
-                out.append(json.loads(line))
-            except json.JSONDecodeError:
-                continue  # a line torn by a killed writer (append() starts a fresh line after it)
-        return out
+        return json_lines(self.root / "events.jsonl")
 
     def evaluated(self) -> dict[str, tuple[Candidate, EvalResult]]:
         """Every candidate evaluated so far, by id, from the log."""
@@ -141,16 +123,7 @@ class RunStore:
     # ------------------------------------------------------------ writing
     def append(self, type_: str, **fields: Any) -> None:
         """Append one event; flushed and fsynced so a kill loses at most the line being written."""
-        path = self.root / "events.jsonl"
-        with open(path, "a+b") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() > 0:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":  # a torn line from a killed writer: end it so ours parses
-                    f.write(b"\n")
-            f.write((json.dumps({"t": time.time(), "type": type_, **fields}) + "\n").encode())
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.root / "events.jsonl", json.dumps({"t": time.time(), "type": type_, **fields}))
 
     def record_eval(self, candidate: Candidate, result: EvalResult, log: str = "") -> None:
         """Files first, then the event: the event is the commit point."""
@@ -181,6 +154,48 @@ class RunStore:
         tmp = path.with_suffix(path.suffix + ".tmp")
         tmp.write_text(json.dumps(obj, indent=2, sort_keys=True) + "\n")
         os.replace(tmp, path)
+
+
+# ---------------------------------------------------------------- logs and locks (runs and benches alike)
+def append_line(path: Path, line: str) -> None:
+    """Append one line to a log, flushed and fsynced; a torn last line left by a killed writer is ended first."""
+    with open(path, "a+b") as f:
+        f.seek(0, os.SEEK_END)
+        if f.tell() > 0:
+            f.seek(-1, os.SEEK_END)
+            if f.read(1) != b"\n":  # a torn line from a killed writer: end it so ours parses
+                f.write(b"\n")
+        f.write((line + "\n").encode())
+        f.flush()
+        os.fsync(f.fileno())
+
+
+def json_lines(path: Path) -> list[Any]:
+    """A log's JSON lines; a line torn by a killed writer is skipped. No file: no lines."""
+    if not path.exists():
+        return []
+    out = []
+    for line in path.read_text(errors="replace").splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:
+            continue
+    return out
+
+
+def lock_dir(root: Path, what: str, busy: str) -> int:
+    """An exclusive, non-blocking lock on root/.lock (the kernel drops it when its holder dies);
+    one-line UserErrors when the directory is unwritable or another process holds it."""
+    try:
+        fd = os.open(root / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
+    except OSError as e:
+        raise UserError(f"{root}: cannot write to {what} directory: {e.strerror}") from None
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        os.close(fd)
+        raise UserError(f"{root} {busy}") from None
+    return fd
 
 
 def list_runs(runs_dir: Path) -> list[RunStore]:

@@ -16,7 +16,6 @@ import queue
 import shutil
 import signal
 import subprocess
-import sys
 import tempfile
 import threading
 import time
@@ -24,12 +23,9 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import IO, Any
 
-from pydantic import ValidationError
-
-from kernopt.bench.work import OnEvent, OnResult, ProgressEvent, WorkItem, WorkResult, one_line
-from kernopt.bench.worker import PARENT_ENV
-
-KILL_GRACE_S = 10.0  # after SIGTERM, how long a worker may take to clean up before SIGKILL
+from kernopt.bench import worker
+from kernopt.bench.work import OnEvent, OnResult, WorkItem, WorkResult
+from kernopt.bench.worker import KILL_GRACE_S
 
 
 def detect_gpus() -> list[str]:
@@ -116,13 +112,13 @@ class LocalExecutor:
     def close(self) -> None:
         """Kill any worker still running (the bench was interrupted)."""
         for run in list(self._running.values()):
-            _signal_group(run.proc, signal.SIGTERM)
+            worker.signal_group(run.proc, signal.SIGTERM)
         end = time.monotonic() + self.kill_grace_s
         for run in list(self._running.values()):
             try:
                 run.proc.wait(timeout=max(0.0, end - time.monotonic()))
             except subprocess.TimeoutExpired:
-                _signal_group(run.proc, signal.SIGKILL)
+                worker.signal_group(run.proc, signal.SIGKILL)
                 run.proc.wait()
         self._running.clear()
 
@@ -145,18 +141,8 @@ class LocalExecutor:
             self._running[item.key] = self._spawn(item, gpus, inbox)
 
     def _spawn(self, item: WorkItem, gpus: list[str], inbox: queue.Queue[tuple[str, str, Any]]) -> _Running:
-        env = {**os.environ, PARENT_ENV: str(os.getpid())}
-        if gpus:
-            env["CUDA_VISIBLE_DEVICES"] = ",".join(gpus)
         stderr = tempfile.TemporaryFile()
-        proc = subprocess.Popen([sys.executable, "-m", "kernopt.bench.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=stderr, text=True, env=env, start_new_session=True)
-        assert proc.stdin is not None
-        try:
-            proc.stdin.write(item.model_dump_json())
-            proc.stdin.close()
-        except BrokenPipeError:
-            pass  # it died at once: the reader sees EOF and the item is reported crashed
+        proc = worker.spawn(item, stderr, env={"CUDA_VISIBLE_DEVICES": ",".join(gpus)} if gpus else None)
         deadline = time.monotonic() + item.timeout_s if item.timeout_s else None
         run = _Running(item=item, proc=proc, gpus=gpus, stderr=stderr, deadline=deadline)
         threading.Thread(target=self._read, args=(run, inbox), daemon=True, name=f"bench-{item.key}").start()
@@ -164,19 +150,8 @@ class LocalExecutor:
 
     @staticmethod
     def _read(run: _Running, inbox: queue.Queue[tuple[str, str, Any]]) -> None:
-        """The worker's stdout, line by line, until it exits."""
-        assert run.proc.stdout is not None
-        import json
-
-        for line in run.proc.stdout:
-            try:
-                msg = json.loads(line)
-                if "event" in msg:
-                    inbox.put(("event", run.item.key, ProgressEvent.model_validate(msg["event"])))
-                elif "result" in msg:
-                    run.result = WorkResult.model_validate(msg["result"])
-            except (ValueError, ValidationError, TypeError):
-                continue  # not a protocol line (cannot happen: fd 1 is the protocol's alone)
+        """The worker's protocol lines until it exits: events to the inbox, the result kept."""
+        worker.read_protocol(run.proc, lambda e: inbox.put(("event", run.item.key, e)), lambda r: setattr(run, "result", r))
         run.proc.wait()
         inbox.put(("done", run.item.key, None))
 
@@ -194,35 +169,18 @@ class LocalExecutor:
             if run.deadline is not None and now >= run.deadline and not run.timed_out:
                 run.timed_out = True
                 run.kill_at = now + self.kill_grace_s
-                _signal_group(run.proc, signal.SIGTERM)
+                worker.signal_group(run.proc, signal.SIGTERM)
             elif run.kill_at is not None and now >= run.kill_at:
                 run.kill_at = None
-                _signal_group(run.proc, signal.SIGKILL)
+                worker.signal_group(run.proc, signal.SIGKILL)
 
     def _outcome(self, run: _Running) -> WorkResult:
-        item, elapsed, host = run.item, round(time.monotonic() - run.started, 1), os.uname().nodename
-        run.stderr.seek(0)
-        lines = [ln.strip() for ln in run.stderr.read()[-4000:].decode(errors="replace").splitlines() if ln.strip()]
-        run.stderr.close()
-        if run.timed_out:
-            return WorkResult(key=item.key, status="timeout", run_dir=item.run_dir, elapsed_s=elapsed, host=host,
-                              error=f"killed after {item.timeout_s:g}s (the task timeout); its run directory resumes next time")
-        if run.result is not None:
-            return run.result
-        code = run.proc.returncode
-        how = f"exit status {code}"
-        if code is not None and code < 0:
-            try:
-                how = f"killed by {signal.Signals(-code).name}"
-            except ValueError:
-                how = f"killed by signal {-code}"
-        last = f": {one_line(lines[-1], 200)}" if lines else ""
-        return WorkResult(key=item.key, status="crashed", run_dir=item.run_dir, elapsed_s=elapsed, host=host,
-                          error=f"the worker died ({how}){last}")
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    try:
-        os.killpg(proc.pid, sig)  # the worker leads its own session and group
-    except (ProcessLookupError, PermissionError):
-        pass
+        elapsed, host = round(time.monotonic() - run.started, 1), os.uname().nodename
+        try:
+            if run.timed_out:
+                return worker.timed_out(run.item, elapsed, host)
+            if run.result is not None:
+                return run.result
+            return worker.died(run.item, run.proc.returncode, run.stderr, elapsed, host)
+        finally:
+            run.stderr.close()

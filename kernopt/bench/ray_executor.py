@@ -57,8 +57,6 @@ import secrets
 import shutil
 import signal
 import socket
-import subprocess
-import sys
 import tarfile
 import tempfile
 import threading
@@ -72,10 +70,11 @@ from typing import Any
 from pydantic import ValidationError
 
 from kernopt import __version__
+from kernopt.bench import worker
 from kernopt.bench.work import OnEvent, OnResult, ProgressEvent, WorkItem, WorkResult, one_line
+from kernopt.bench.worker import KILL_GRACE_S
 from kernopt.errors import UserError
 
-KILL_GRACE_S = 10.0  # on the node: after SIGTERM, how long the worker may clean up before SIGKILL
 CANCEL_GRACE_S = 120.0  # on the driver: how long past its timeout a task may take to come back before it is cancelled
 POLL_S = 0.25
 _IGNORED_RESOURCES = ("memory", "object_store_memory")
@@ -575,20 +574,17 @@ class _StopFlag:
 def _run_worker(item: WorkItem, tmp: Path, host: str, send: _Sender, mend: Callable[[str], str], stop: Callable[[], bool]) -> WorkResult:
     """`python -m kernopt.bench.worker` on the item, its events forwarded; SIGTERM at the item's timeout
     or when the driver asks to stop."""
-    from kernopt.bench.worker import PARENT_ENV
-
     started = time.monotonic()
-    env = {**os.environ, PARENT_ENV: str(os.getpid())}
     with open(tmp / "worker.stderr", "w+b") as stderr:
-        proc = subprocess.Popen([sys.executable, "-m", "kernopt.bench.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-                                stderr=stderr, text=True, env=env, cwd=tmp, start_new_session=True)
+        proc = worker.spawn(item, stderr, cwd=str(tmp))
         outcome: list[WorkResult] = []
-        reader = threading.Thread(target=_read, args=(proc, item.key, host, send, mend, outcome), daemon=True)
+
+        def event(e: ProgressEvent) -> None:
+            send(("event", item.key, e.model_copy(update={"host": host, "text": mend(e.text)}).model_dump_json()))
+
+        reader = threading.Thread(target=worker.read_protocol, daemon=True,
+                                  args=(proc, event, lambda r: outcome.append(r.model_copy(update={"host": host}))))
         reader.start()
-        assert proc.stdin is not None
-        with contextlib.suppress(BrokenPipeError):
-            proc.stdin.write(item.model_dump_json())
-            proc.stdin.close()
         timed_out = stopped = False
         kill_at: float | None = None
         try:
@@ -599,53 +595,23 @@ def _run_worker(item: WorkItem, tmp: Path, host: str, send: _Sender, mend: Calla
                     stopped = not timed_out and stop()
                     if timed_out or stopped:
                         kill_at = now + KILL_GRACE_S
-                        _signal_group(proc, signal.SIGTERM)
+                        worker.signal_group(proc, signal.SIGTERM)
                 elif now >= kill_at:
-                    _signal_group(proc, signal.SIGKILL)
+                    worker.signal_group(proc, signal.SIGKILL)
                 time.sleep(0.1)  # a poll, not a blocking wait: Ray's cancellation must reach this thread
         finally:
             if proc.poll() is None:  # cancelled: the worker goes with us
-                _signal_group(proc, signal.SIGKILL)
+                worker.signal_group(proc, signal.SIGKILL)
                 proc.wait()
         reader.join(timeout=10)
         elapsed = round(time.monotonic() - started, 1)
         if timed_out:
-            return WorkResult(key=item.key, status="timeout", run_dir=item.run_dir, elapsed_s=elapsed, host=host,
-                              error=f"killed after {item.timeout_s:g}s (the task timeout) on {host}; its run directory resumes next time")
+            return worker.timed_out(item, elapsed, host, where=f" on {host}")
         if stopped:
             return WorkResult(key=item.key, status="crashed", run_dir=item.run_dir, elapsed_s=elapsed, host=host,
                               error="stopped: the bench was interrupted")
         if outcome:
             return outcome[0]
-        stderr.seek(0)
-        lines = [ln.strip() for ln in stderr.read()[-4000:].decode(errors="replace").splitlines() if ln.strip()]
-    code = proc.returncode
-    how = f"exit status {code}"
-    if code < 0:
-        try:
-            how = f"killed by {signal.Signals(-code).name}"
-        except ValueError:
-            how = f"killed by signal {-code}"
-    last = f": {one_line(mend(lines[-1]), 200)}" if lines else ""
-    return WorkResult(key=item.key, status="crashed", run_dir=item.run_dir, elapsed_s=elapsed, host=host,
-                      error=f"the worker on {host} died ({how}){last}")
+        return worker.died(item, proc.returncode, stderr, elapsed, host, where=f" on {host}", mend=mend)
 
 
-def _read(proc: subprocess.Popen[str], key: str, host: str, send: _Sender, mend: Callable[[str], str], outcome: list[WorkResult]) -> None:
-    """The worker's protocol lines: events go to the driver (with this node's name), the result is kept."""
-    assert proc.stdout is not None
-    for line in proc.stdout:
-        try:
-            msg = json.loads(line)
-            if "event" in msg:
-                event = ProgressEvent.model_validate(msg["event"])
-                send(("event", key, event.model_copy(update={"host": host, "text": mend(event.text)}).model_dump_json()))
-            elif "result" in msg:
-                outcome.append(WorkResult.model_validate(msg["result"]).model_copy(update={"host": host}))
-        except (ValueError, ValidationError, TypeError):
-            continue
-
-
-def _signal_group(proc: subprocess.Popen[str], sig: int) -> None:
-    with contextlib.suppress(ProcessLookupError, PermissionError):
-        os.killpg(proc.pid, sig)  # the worker leads its own session and group

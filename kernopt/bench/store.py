@@ -10,7 +10,6 @@ key wins.
 from __future__ import annotations
 
 import csv
-import fcntl
 import json
 import os
 import time
@@ -23,6 +22,7 @@ from kernopt import __version__
 from kernopt.bench.work import WorkResult, slug
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
+from kernopt.runs import append_line, lock_dir
 
 # Run settings that say where things are, not what the bench does: they may differ between invocations.
 NOT_COMPARED = {"task", "runs_dir"}
@@ -91,16 +91,7 @@ class BenchStore:
         return cls(root, read_meta(root))
 
     def _lock(self) -> None:
-        try:
-            fd = os.open(self.root / ".lock", os.O_CREAT | os.O_RDWR, 0o644)
-        except OSError as e:
-            raise UserError(f"{self.root}: cannot write to bench directory: {e.strerror}") from None
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            os.close(fd)
-            raise UserError(f"{self.root} is being run by another kernopt process") from None
-        self._lock_fd = fd
+        self._lock_fd = lock_dir(self.root, "bench", "is being run by another kernopt process")
 
     def close(self) -> None:
         if self._lock_fd is not None:
@@ -118,15 +109,7 @@ class BenchStore:
     # ------------------------------------------------------------ the commit log
     def append_result(self, result: WorkResult) -> None:
         """One line, flushed and fsynced; a torn line left by a killed writer is ended first."""
-        with open(self.root / "results.jsonl", "a+b") as f:
-            f.seek(0, os.SEEK_END)
-            if f.tell() > 0:
-                f.seek(-1, os.SEEK_END)
-                if f.read(1) != b"\n":
-                    f.write(b"\n")
-            f.write((result.model_dump_json() + "\n").encode())
-            f.flush()
-            os.fsync(f.fileno())
+        append_line(self.root / "results.jsonl", result.model_dump_json())
 
     def results(self) -> list[WorkResult]:
         path = self.root / "results.jsonl"

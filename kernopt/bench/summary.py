@@ -6,7 +6,6 @@ the rows alone, so they can be checked by hand.
 
 from __future__ import annotations
 
-import json
 import math
 import statistics
 from pathlib import Path
@@ -16,6 +15,7 @@ from pydantic import BaseModel, ConfigDict, Field
 
 from kernopt.bench.work import WorkResult
 from kernopt.model import Completion, Spend
+from kernopt.runs import json_lines
 
 FAST_P = (1.0, 1.1, 1.5, 2.0)
 RowStatus = Literal["faster", "no_speedup", "failed", "timeout", "crashed"]
@@ -48,22 +48,9 @@ class Row(BaseModel):
 COLUMNS = [name for name, f in Row.model_fields.items() if not f.exclude]
 
 
-def _events(run_dir: Path) -> list[dict[str, Any]]:
-    path = run_dir / "events.jsonl"
-    if not path.is_file():
-        return []
-    out = []
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            out.append(json.loads(line))
-        except json.JSONDecodeError:
-            continue
-    return out
-
-
 def make_row(key: str, task: str, result: WorkResult, run_dir: Path) -> Row:
     """The row of one item: its result, and what its run directory's log says."""
-    events = _events(run_dir)
+    events = json_lines(run_dir / "events.jsonl")
     evals = [e["result"] for e in events if e.get("type") == "eval" and e.get("candidate", {}).get("author") != "baseline"]
     s = result.summary or {}
     row = Row(key=key, task=task, status="failed", run_dir=str(run_dir), error=result.error, elapsed_s=result.elapsed_s,

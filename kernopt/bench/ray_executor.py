@@ -388,7 +388,31 @@ def unpack(data: bytes, dest: Path) -> None:
     """tar.gz bytes into dest, refusing absolute paths, links out of dest and special files."""
     dest.mkdir(parents=True, exist_ok=True)
     with tarfile.open(fileobj=io.BytesIO(data), mode="r:gz") as tar:
-        tar.extractall(dest, filter="data")
+        if hasattr(tarfile, "data_filter"):
+            tar.extractall(dest, filter="data")
+        else:  # Python before 3.11.4 (Debian 12's 3.11.2): the same refusals, by hand
+            tar.extractall(dest, members=_checked_members(tar, dest))
+
+
+def _checked_members(tar: tarfile.TarFile, dest: Path) -> list[tarfile.TarInfo]:
+    root = dest.resolve()
+
+    def inside(path: Path) -> bool:
+        return path == root or root in path.parents
+
+    out = []
+    for m in tar.getmembers():
+        target = (root / m.name).resolve()
+        if Path(m.name).is_absolute() or not inside(target):
+            raise tarfile.TarError(f"{m.name}: a path out of the destination")
+        if m.issym() or m.islnk():
+            link = (target.parent / m.linkname if m.issym() else root / m.linkname).resolve()
+            if Path(m.linkname).is_absolute() or not inside(link):
+                raise tarfile.TarError(f"{m.name}: a link out of the destination")
+        elif not (m.isfile() or m.isdir()):
+            raise tarfile.TarError(f"{m.name}: a special file")
+        out.append(m)
+    return out
 
 
 def _rewrite_json(path: Path, update: Callable[[dict[str, Any]], None]) -> None:

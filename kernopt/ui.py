@@ -164,9 +164,8 @@ def print_profile(console: Console, prof: HardwareProfile, path: Path, cached: b
     console.print(f"machine balance: {prof.balance:.1f} flop/byte (all cores); bandwidth counts 24 B per triad element "
                   f"(no write-allocate), arrays {prof.array_bytes >> 20} MiB each (LLC {prof.llc_bytes >> 20} MiB), "
                   f"best of {prof.reps}", highlight=False)
-    counts = prof.threads
-    if any(prof.bandwidth_gbps[b] < 0.9 * prof.bandwidth_gbps[a] for a, b in zip(counts, counts[1:], strict=False)):
-        console.print("[yellow]note:[/] more threads gave less bandwidth: something else was probably using the machine; "
+    if prof.busy_signs():
+        console.print(f"[yellow]note:[/] {prof.busy_signs()}: something else was probably using the machine; "
                       "measure again with --refresh when it is quiet", highlight=False)
     when = f"cached, measured {prof.measured_at} in {prof.probe_s:.1f}s; --refresh measures again" if cached else \
         f"measured in {prof.probe_s:.1f}s"

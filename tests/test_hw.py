@@ -7,6 +7,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from unittest import mock
 
 import pytest
 
@@ -429,3 +430,15 @@ def test_profile_table_and_the_busy_machine_note() -> None:
     assert "machine balance: 10.0 flop/byte" in text and "cached, measured 2020-01-01" in text and "note:" not in text
     busy = shown(_profile({1: 20.0, 2: 15.0}, {1: 50.0, 2: 100.0}))
     assert "more threads gave less bandwidth" in busy
+
+
+def test_a_peak_that_did_not_scale_marks_the_profile_busy() -> None:
+    """FMA peak scales with cores on an idle machine: 2 threads at 1.1x one thread's rate means someone else ran."""
+    calm = _profile({1: 20.0, 2: 35.0}, {1: 50.0, 2: 99.0})
+    assert calm.busy_signs() == ""
+    busy = _profile({1: 20.0, 2: 35.0}, {1: 50.0, 2: 55.0})
+    assert "2 threads reached only 1.1x one thread's FLOP/s" in busy.busy_signs()
+    said: list[str] = []
+    with mock.patch.object(hw, "cached_profile", return_value=busy):
+        assert hw.ensure_profile(object(), said.append) is busy  # type: ignore[arg-type]
+    assert len(said) == 1 and "kernopt hw probe --refresh" in said[0]

@@ -115,6 +115,17 @@ class HardwareProfile(BaseModel):
         """Machine balance, flop per byte: the arithmetic intensity where the two roofs meet (all cores)."""
         return self.peak_all / self.bandwidth_all
 
+    def busy_signs(self) -> str:
+        """Why this profile looks measured while something else used the machine ('' when it does not):
+        more threads gave less bandwidth, or the FMA peak (which scales with cores) did not scale."""
+        counts = sorted(self.bandwidth_gbps)
+        if any(self.bandwidth_gbps[b] < 0.9 * self.bandwidth_gbps[a] for a, b in zip(counts, counts[1:], strict=False)):
+            return "more threads gave less bandwidth"
+        top = max(self.peak_gflops)
+        if top > 1 and self.peak_1 > 0 and self.peak_all < 0.75 * top * self.peak_1:
+            return f"{top} threads reached only {self.peak_all / self.peak_1:.1f}x one thread's FLOP/s"
+        return ""
+
 
 # ------------------------------------------------------------------------------------------ cache
 def cache_dir() -> Path:
@@ -310,6 +321,9 @@ def ensure_profile(sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProf
     A probe that fails costs the roofline figures, never the run: None, with a one-line warning."""
     prof = cached_profile(sandbox)
     if prof is not None:
+        if prof.busy_signs():
+            say(f"the cached hardware profile looks measured on a busy machine ({prof.busy_signs()}): roofline fractions "
+                f"are off until `kernopt hw probe --refresh` runs on a quiet one")
         return prof
     with _probe_lock():  # runs starting side by side (bench jobs) measure once, not each
         prof = cached_profile(sandbox)

@@ -105,8 +105,8 @@ def optimize(
     if resume:
         store = RunStore.open(resume, runs_dir or Path("runs"))
         store.lock()
-        done = store.summary()
-        if done and done.get("status") == "finished":
+        done = store.finished_summary()
+        if done is not None:
             err.print(f"run {store.run_id} already finished; nothing to resume")
             _finish(done, as_json)
             return

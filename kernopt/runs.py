@@ -21,6 +21,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
 from kernopt.evaluators.result import EvalResult
+from kernopt.hw import cpu_model
 from kernopt.model import Completion, Spend
 
 
@@ -48,7 +49,7 @@ class RunStore:
         store._write_json("meta.json", {
             "run_id": run_id, "kernopt": __version__, "python": platform.python_version(),
             "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "cpu_model": _cpu_model(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            "cpu_model": cpu_model(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
         })
         return store
 
@@ -119,6 +120,11 @@ class RunStore:
             return json.loads((self.root / "summary.json").read_text())
         except (OSError, json.JSONDecodeError):
             return None
+
+    def finished_summary(self) -> dict[str, Any] | None:
+        """summary.json when the run finished; None for a run killed, running, or never started."""
+        s = self.summary()
+        return s if isinstance(s, dict) and s.get("status") == "finished" else None
 
     # ------------------------------------------------------------ writing
     def append(self, type_: str, **fields: Any) -> None:
@@ -204,12 +210,3 @@ def list_runs(runs_dir: Path) -> list[RunStore]:
     return sorted((RunStore(p) for p in runs_dir.iterdir() if (p / "config.json").is_file()),
                   key=lambda s: s.root.name)
 
-
-def _cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor()

@@ -23,6 +23,7 @@ from kernopt.bench.store import BenchItemRef, BenchStore
 from kernopt.bench.summary import COLUMNS, make_row, suite_figures
 from kernopt.bench.work import Executor, OnEvent, OnResult, Resources, WorkItem, WorkResult, slug
 from kernopt.errors import UserError
+from kernopt.runs import RunStore
 
 
 def discover(paths: list[Path], pattern: str | None = None) -> list[BenchItemRef]:
@@ -106,15 +107,6 @@ class BenchOutcome(BaseModel):
         return all(row["status"] in ("faster", "no_speedup") for row in self.summary["tasks"])
 
 
-def finished_summary(run_dir: Path) -> dict[str, Any] | None:
-    """The run's summary.json when the run finished, else None."""
-    try:
-        s = json.loads((run_dir / "summary.json").read_text())
-    except (OSError, ValueError):
-        return None
-    return s if isinstance(s, dict) and s.get("status") == "finished" else None
-
-
 def _host(run_dir: Path) -> str:
     try:
         return str(json.loads((run_dir / "meta.json").read_text()).get("host", ""))
@@ -132,7 +124,7 @@ def run_bench(store: BenchStore, executor: Executor, on_event: OnEvent, on_resul
     skipped: list[str] = []
     for ref in store.meta.items:
         run_dir = store.run_dir(ref.key)
-        done = finished_summary(run_dir)
+        done = RunStore(run_dir).finished_summary()
         if done is None:
             config = store.meta.run_config.model_copy(update={"task": ref.task, "runs_dir": store.runs_dir.resolve()})
             todo.append(WorkItem(key=ref.key, config=config, run_dir=str(run_dir.resolve()),

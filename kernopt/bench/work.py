@@ -144,8 +144,8 @@ def _optimize(item: WorkItem, hooks: Hooks) -> dict[str, Any]:
         store = RunStore.open(run_dir)
         store.lock()
         try:
-            done = store.summary()
-            if done and done.get("status") == "finished":
+            done = store.finished_summary()
+            if done is not None:
                 return done
             hooks.on_message(f"resuming {run_dir} ({len(store.evaluated())} candidates in its log)")
             return run_optimize(store, hooks, resumed=True)

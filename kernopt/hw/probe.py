@@ -32,6 +32,7 @@ from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
 from kernopt import placement
 from kernopt.errors import InfraError, ToolMissing
+from kernopt.hw import cpu_model
 from kernopt.sandbox import Limits, Sandbox
 
 PROBE_VERSION = 1  # bump when probe.c or its settings change: older cache files are then ignored
@@ -140,17 +141,6 @@ def cache_path(fp: HostFingerprint) -> Path:
     return cache_dir() / f"{fp.key}.json"
 
 
-def _host_cpu_model() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
-            key, _, value = line.partition(":")
-            if key.strip() in ("model name", "Model", "Hardware", "cpu model") and value.strip():
-                return value.strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine() or "unknown"
-
-
 def _host_memory_mb() -> int:
     try:
         for line in Path("/proc/meminfo").read_text().splitlines():
@@ -182,11 +172,11 @@ def fingerprint(sandbox: Sandbox) -> HostFingerprint:
         except Exception:  # noqa: BLE001 - an engine that does not answer: no profile matches, none is lost
             info = {}
         remote = os.environ.get("DOCKER_HOST", "unix://").split(":", 1)[0] not in ("unix", "npipe")
-        cpu = f"engine {info.get('Name', '?')} ({info.get('ID', '?')})" if remote else _host_cpu_model()
+        cpu = f"engine {info.get('Name', '?')} ({info.get('ID', '?')})" if remote else cpu_model()
         return HostFingerprint(cpu_model=cpu, cores=int(sandbox.cpus), memory_mb=int(info.get("MemTotal") or 0) // (1 << 20),
                                kernel=str(info.get("KernelVersion", "")), sandbox="docker",
                                compiler=f"image {getattr(sandbox, 'image', '?')}")
-    return HostFingerprint(cpu_model=_host_cpu_model(), cores=int(sandbox.cpus), memory_mb=_host_memory_mb(),
+    return HostFingerprint(cpu_model=cpu_model(), cores=int(sandbox.cpus), memory_mb=_host_memory_mb(),
                            kernel=platform.release(), sandbox=sandbox.name, compiler=_gcc_version())
 
 

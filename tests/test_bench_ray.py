@@ -21,7 +21,8 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.bench.ray_executor import OWNER_FILE, _recover, _sweep_stale, install_run_dir, pack, placed, unplaceable
+from kernopt.bench.ray_executor import OWNER_FILE, _sweep_stale, placed, unplaceable
+from kernopt.bench.transfer import _recover, install_run_dir, pack
 from kernopt.bench.work import Resources, WorkItem
 from kernopt.config import RunConfig
 from tests.conftest import REPO, needs
@@ -362,7 +363,7 @@ def test_unpack_refuses_paths_out_of_the_directory(tmp_path: Path, monkeypatch: 
     import io
     import tarfile
 
-    from kernopt.bench.ray_executor import pack, unpack
+    from kernopt.bench.transfer import pack, unpack
 
     if not builtin_filter:
         monkeypatch.delattr(tarfile, "data_filter", raising=False)

@@ -5,5 +5,6 @@ store.py     the bench directory: bench.json, results.jsonl (the commit log), ru
 summary.py   per-task rows and suite figures (correctness, fast_p, geometric mean, spend); JSON + CSV
 local.py     the local executor: one worker process per item, --jobs at a time, GPUs assigned exclusively
 ray_executor.py  the same items as Ray tasks with resource requests (optional extra: kernopt[ray])
+transfer.py  run directories between machines: archives, safe unpacking, paths re-pointed, swapped in whole
 runner.py    the one loop: skip finished items, run the rest on an executor, record, summarize
 """

@@ -293,3 +293,69 @@ def test_unicode_and_non_function_code() -> None:
     out = insert_pragma(src, lp, "omp parallel for")
     assert "  #pragma omp parallel for\n  for (int i" in out and out.startswith("/* héllo")
     assert analyze(out)[0].omp == ("#pragma omp parallel for",)
+
+
+HISTOGRAM = (ROOT / "tasks/openmp/histogram/kernel.c").read_text()
+ARRAYS = """
+void own(long n, const double *x, double *y) {
+    for (long b = 0; b < n; b++) y[b] = 0;
+    for (long i = 0; i < n; i++) y[i] += x[i];
+}
+void reread(long n, const long *key, double *h) {
+    for (long b = 0; b < 64; b++) h[b] = 0;
+    for (long i = 0; i < n; i++) { h[key[i]] += 1; h[0] = h[1]; }
+}
+void in_rhs(long n, const long *key, double *h) {
+    for (long b = 0; b < 64; b++) h[b] = 0;
+    for (long i = 0; i < n; i++) h[key[i]] += h[0];
+}
+void no_extent(long n, const long *key, long *h) {
+    for (long i = 0; i < n; i++) h[key[i]]++;
+}
+void columns(long n, long m, const double *a, double *col) {
+    for (long j = 0; j < m; j++) col[j] = 0;
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < m; j++) col[j] -= a[i * m + j];
+}
+void ops(long n, int nb, const int *key, int *h, float *f, unsigned *g) {
+    for (int b = 0; b < nb; ++b) { h[b] = 1; f[b] = 1; g[b] = 0; }
+    for (long i = 0; i < n; i++) { h[key[i]] *= 3; f[key[i]] *= 2; g[key[i]] |= 1; }
+}
+void scope(long n, const long *key, long *h) {
+    { long nb = 8; for (long b = 0; b < nb; b++) h[b] = 0; }
+    for (long i = 0; i < n; i++) h[key[i]]--;
+}
+"""
+
+
+def test_array_reduction_histogram() -> None:
+    zero, scatter = analyze(HISTOGRAM)
+    assert scatter.array_reductions == (("+", "hist", "NRING * NSECT"),)
+    assert zero.array_reductions == () and scatter.reductions == () and scatter.parallelizable
+    assert not scatter.recurrence and not scatter.shared
+
+
+def test_array_reductions() -> None:
+    got = {(lp.line, lp.var): lp.array_reductions for lp in analyze(ARRAYS)}
+    assert all(v == () for (line, var), v in got.items() if var == "b")  # the extent loops themselves
+    reported = {k: v for k, v in got.items() if v}
+    assert reported == {
+        (18, "i"): (("+", "col", "m"),),  # -= over i: col[j] does not use i
+        (23, "i"): (("*", "f", "nb"), ("|", "g", "nb"), ("*", "h", "nb")),
+    }
+    assert got[(3, "i")] == ()  # y[i]: each iteration its own element, an ordinary parallel write
+    assert got[(7, "i")] == () and got[(11, "i")] == ()  # h is read too (elsewhere, in the right side)
+    assert got[(14, "i")] == ()  # no loop zeroing h: no extent
+    assert got[(19, "j")] == ()  # col[j] with j the loop's own variable
+    assert got[(27, "i")] == ()  # nb is not in scope at the i loop
+
+
+@needs_gcc
+def test_array_reduction_pragmas_compile(tmp_path: Path) -> None:
+    for source in (HISTOGRAM, ARRAYS):
+        src = source
+        for lp in reversed(analyze(source)):  # bottom-up keeps earlier offsets valid
+            if lp.array_reductions:
+                clause = "".join(f" reduction({op}:{a}[:{ext}])" for op, a, ext in lp.array_reductions)
+                src = insert_pragma(src, lp, f"#pragma omp parallel for{clause}")
+        assert "[:" in src and compiles(tmp_path, src) == ""

@@ -11,8 +11,12 @@ import pytest
 from kernopt.agent.base import SearchState
 from kernopt.agent.tuner import TunerPolicy
 from kernopt.candidate import Candidate
+from kernopt.config import EvalConfig
 from kernopt.errors import TaskError
+from kernopt.evaluators.c_family import CFamilyEvaluator
+from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, Tunable, load_task
+from tests.conftest import enterable_tmpdir
 
 ROOT = Path(__file__).resolve().parents[1]
 HEADERS = ROOT / "kernopt/evaluators/c"
@@ -252,3 +256,25 @@ def test_a_tunable_value_the_kernel_already_has_is_not_proposed(gemm: Task) -> N
     base = Candidate(files={task.kernel: source}, author="baseline")
     props = TunerPolicy().propose(state_for(task, parent=base), 500)
     assert sorted(c.defines["BS"] for c in props if c.defines) == ["16", "64"]  # BS=32 would rebuild the same program
+
+
+@needs_gcc
+@pytest.mark.skipif(shutil.which("clang") is None, reason="needs clang for the race check")
+def test_histogram_gets_an_array_section_reduction_that_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The histogram's scatter loop (hist[bin]++) is proposed early with reduction(+:hist[:extent]), and
+    that candidate passes the evaluator: verified at every thread count, race check clean (untimed)."""
+    task = load_task(ROOT / "tasks/openmp/histogram")
+    props = TunerPolicy().propose(state_for(task), 3)
+    pragma = "#pragma omp parallel for reduction(+:hist[:NRING * NSECT])\n    for (long i = 0"
+    cand = next(c for c in props if pragma in kernel(task, c))
+    # a host lock of the test's own: it checks results, not timings, and must not queue behind other timing work
+    monkeypatch.setenv("KERNOPT_HOST_LOCK", str(tmp_path / "host.lock"))
+    with enterable_tmpdir("kernopt-tuner-test-") as d:
+        ev = CFamilyEvaluator(task, get_sandbox("local"), EvalConfig(), d / "ev")
+        try:
+            result, _ = ev.check_untimed(cand)
+        finally:
+            ev.close()
+    assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
+    assert result.verification.race_check == "clean", result.verification.race_detail
+    assert max(result.verification.threads) > 1

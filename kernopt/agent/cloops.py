@@ -1,9 +1,11 @@
 """Loop analysis of C kernels with tree-sitter-c: find `for` loops, their OpenMP shape, insert pragmas.
 
 `analyze(source)` returns every `for` inside a function body (preorder) with what the tuner needs to
-place `#pragma omp parallel for` / `simd`: canonical form, nesting, reductions and privates, existing
-pragmas, and hints for the prior (triangular or indirect bounds, obvious recurrences). Pragmas are
-read from and inserted into the text, so the rest of the source is kept byte for byte.
+place `#pragma omp parallel for` / `simd`: canonical form, nesting, reductions (scalars, and arrays
+only updated as `X[idx] += e` / `X[idx]++` at a data-dependent idx, like a histogram's bins) and
+privates, existing pragmas, and hints for the prior (triangular or indirect bounds, obvious
+recurrences). Pragmas are read from and inserted into the text, so the rest of the source is kept
+byte for byte.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ class Loop:
     inner_omp: tuple[str, ...]  # omp pragma lines inside the body
     collapsed: bool  # part of an enclosing loop's collapse(k) nest
     reductions: tuple[tuple[str, str], ...]  # (operator, variable)
+    # (operator, array, extent): OpenMP 4.5 `reduction(op:array[:extent])`; see _array_reductions
+    array_reductions: tuple[tuple[str, str, str], ...]
     private: tuple[str, ...]  # outer variables assigned before any use in each iteration
     shared: tuple[str, ...]  # other outer scalars written in the body (a race or a scalar recurrence)
     triangular: bool  # a nested loop's bounds depend on var
@@ -132,7 +136,14 @@ def _type_kind(ty: ts.Node | None) -> str:
 
 def _declarations(root: ts.Node, at: int) -> dict[str, str]:
     """Names in scope at byte `at` -> 'int' | 'float' | 'scalar' | 'pointer' | 'array' (last one wins)."""
-    kinds: dict[str, str] = {}
+    return {name: kind for name, (kind, _) in _declared(root, at).items()}
+
+
+def _declared(root: ts.Node, at: int) -> dict[str, tuple[str, str]]:
+    """Names in scope at byte `at` -> (kind as in _declarations, element kind): the element kind is
+    _type_kind of the declared type for a one-level pointer (`int64_t *h`) or a one-dimensional array,
+    '' for deeper ones (`double **p`, `a[3][4]`) and for non-pointers."""
+    kinds: dict[str, tuple[str, str]] = {}
     for d in _walk(root):
         if d.type not in ("declaration", "parameter_declaration") or d.start_byte > at:
             continue
@@ -145,8 +156,11 @@ def _declarations(root: ts.Node, at: int) -> dict[str, str]:
             node = _field(decl, "declarator") if decl.type == "init_declarator" else decl
             kind = {"identifier": _type_kind(_field(d, "type")), "pointer_declarator": "pointer",
                     "array_declarator": "array"}.get(node.type if node is not None else "")
+            inner = _field(node, "declarator")
+            one_level = inner is not None and inner.type == "identifier"
+            element = _type_kind(_field(d, "type")) if kind in ("pointer", "array") and one_level else ""
             if kind:
-                kinds[_decl_name(node)] = kind
+                kinds[_decl_name(node)] = (kind, element)
     return kinds
 
 
@@ -347,6 +361,93 @@ def _scalars(body: ts.Node | None, var: str | None,
     return reductions, private, shared
 
 
+def _array_reductions(root: ts.Node, loop: ts.Node, var: str | None,
+                      declared: dict[str, tuple[str, str]]) -> list[tuple[str, str, str]]:
+    """(op, X, extent) for each outer array or pointer X of ints or floats that the body only updates, as
+    `X[idx]++`, `X[idx]--`, `X[idx] += e`, `X[idx] -= e` ('+') or another compound assignment (X nowhere
+    in e or idx, nor read or written otherwise), where idx is data-dependent (reads an array, calls a
+    function, or uses a variable the body computes) or does not use var at all: `hist[bin(x[i])]++` and
+    `col[j] += a[i * n + j]` (over i) are reductions, `y[i] += x[i]` is an ordinary parallel write.
+    The extent comes from a `for (v = 0; v < EXT; v++) X[v] = ...;` loop in the same function; without
+    one X is no reduction (OpenMP needs the section's length, and the private copies cover only it)."""
+    body = _field(loop, "body")
+    func = next((a for a in _ancestors(loop) if a.type == "function_definition"), None)
+    if body is None or var is None or func is None:
+        return []
+    local = {_decl_name(d) for n in _walk(body) if n.type == "declaration"
+             for d in n.children_by_field_name("declarator")}
+    inner_vars = {_loop_var(m, {})[0] for m in _walk(body) if m.type == "for_statement"}
+    written = {_text(t) for n in _walk(body) if (t := _target(n)) is not None and t.type == "identifier"}
+    dependent = (local | written) - inner_vars - {var}
+    occ: dict[str, list[ts.Node]] = {}
+    for n in _walk(body):
+        if n.type == "identifier":
+            occ.setdefault(_text(n), []).append(n)
+    out: list[tuple[str, str, str]] = []
+    for name in sorted(set(occ) - local - {var}):
+        kind, element = declared.get(name, ("", ""))
+        if kind not in ("pointer", "array") or element not in ("int", "float"):
+            continue
+        op = _array_update_op(name, occ[name], var, dependent)
+        if op is None or (op not in ("+", "*") and element != "int"):  # no bitwise ops on floats
+            continue
+        extent = _extent(root, func, name, declared)
+        if extent is not None:
+            out.append((op, name, extent))
+    return out
+
+
+def _array_update_op(name: str, occ: list[ts.Node], var: str, dependent: set[str]) -> str | None:
+    """The one operator of every occurrence of name, if each is the target `name[idx]` of ++/-- or a
+    compound assignment whose right side does not read name, with idx data-dependent or free of var."""
+    ops: set[str] = set()
+    for o in occ:
+        sub = o.parent
+        update = sub.parent if sub is not None else None
+        if sub is None or update is None or sub.type != "subscript_expression" or _field(sub, "argument") != o \
+                or _target(update) != sub:
+            return None
+        if update.type == "update_expression":
+            ops.add("+")
+        elif _text(_field(update, "operator")) in _COMPOUND_OPS and name not in _names(_field(update, "right")):
+            ops.add(_COMPOUND_OPS[_text(_field(update, "operator"))])
+        else:
+            return None
+        idx = _field(sub, "index")
+        data = any(n.type in ("subscript_expression", "call_expression") for n in _walk(idx))
+        if var in _names(idx) and not data and not _names(idx) & dependent:
+            return None  # x[i] (or x[i * n + j]): iterations write their own elements
+    return ops.pop() if len(ops) == 1 else None
+
+
+def _extent(root: ts.Node, func: ts.Node, name: str, declared: dict[str, tuple[str, str]]) -> str | None:
+    """EXT of the first canonical `for (v = 0; v < EXT; v++)` in func whose body stores `name[v] = ...`,
+    if every identifier of EXT is in scope at the reduction loop (or a macro or global); else None."""
+    in_function = {_decl_name(d) for n in _walk(func) if n.type in ("declaration", "parameter_declaration")
+                   for d in n.children_by_field_name("declarator")}
+    for m in _walk(func):
+        if m.type != "for_statement":
+            continue
+        v = _canonical(m, _declarations(root, m.start_byte))
+        init, cond = _field(m, "initializer"), _field(m, "condition")
+        if v is None or init is None or cond is None or _text(_field(cond, "operator")) != "<" \
+                or not _is(_field(cond, "left"), v):
+            continue
+        value = (_field(next((c for c in init.named_children if c.type == "init_declarator"), None), "value")
+                 if init.type == "declaration" else _field(init, "right"))
+        upd, ext = _field(m, "update"), _field(cond, "right")
+        step = _text(_field(upd, "right")) if upd is not None and upd.type == "assignment_expression" else "1"
+        if _text(value) != "0" or step != "1" or "-" in _text(_field(upd, "operator")) or v in _names(ext):
+            continue
+        stores = any(n.type == "assignment_expression" and _text(_field(n, "operator")) == "="
+                     and (t := _field(n, "left")) is not None and t.type == "subscript_expression"
+                     and _is(_field(t, "argument"), name) and _is(_field(t, "index"), v)
+                     for n in _walk(_field(m, "body")))
+        if stores and all(x in declared or x not in in_function for x in _names(ext)):
+            return " ".join(_text(ext).split())
+    return None
+
+
 def _perfect(n: ts.Node, var: str, kinds: dict[str, str]) -> ts.Node | None:
     """The single canonical loop nested in n whose header does not use var, or None."""
     body = _field(n, "body")
@@ -388,7 +489,8 @@ def analyze(source: str) -> list[Loop]:
 
     loops: list[Loop] = []
     for i, n in enumerate(nodes):
-        kinds = _declarations(tree.root_node, n.start_byte)
+        declared = _declared(tree.root_node, n.start_byte)
+        kinds = {name: kind for name, (kind, _) in declared.items()}
         canonical = _canonical(n, kinds)
         var, body = canonical or _loop_var(n, kinds)[0], _field(n, "body")
         below = [m for m in _walk(body) if m.type == "for_statement"]
@@ -408,6 +510,7 @@ def analyze(source: str) -> list[Loop]:
             collapsed=collapsed(i),
             inner_omp=tuple(m.group().strip() for m in re.finditer(r"(?m)^[ \t]*#\s*pragma\s+omp\b.*$", body_text)),
             reductions=tuple(reductions), private=tuple(private), shared=tuple(shared),
+            array_reductions=tuple(_array_reductions(tree.root_node, n, var, declared)),
             triangular=var is not None and any(var in _names(x) for x in bounds[2:]),
             indirect=any(s.type == "subscript_expression" for x in bounds for s in _walk(x)),
             recurrence=body is not None and _recurrence(body, var), uses_var=var is not None and var in _names(body),

@@ -87,8 +87,11 @@ def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
     Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
     candidate, an obvious recurrence (x[i] written, x[j] read) or a shared scalar written (s += x[i];
     out[i] = s), a loop variable unused in the body (a time-step loop) and MPI calls in the body.
+    A loop with an array reduction (a histogram's scatter loop) gets a small bonus: it does the work,
+    the loop that zeroes the bins beside it (as good and as deep) does not.
     """
     score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size // 500, 4)
+    score += 2.0 if loop.array_reductions else 0.0
     ancestor = loops[loop.parent] if loop.parent is not None else None
     while ancestor is not None:
         if ancestor.parallelizable and _good(ancestor):
@@ -104,11 +107,14 @@ def _good(loop: Loop) -> bool:
 
 
 def clauses(loop: Loop, collapse: bool = False) -> str:
-    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable)."""
+    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable).
+    Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`, gcc >= 6)."""
     parts = []
     ops: dict[str, list[str]] = {}
     for op, var in loop.reductions:
         ops.setdefault(op, []).append(var)
+    for op, array, extent in loop.array_reductions:
+        ops.setdefault(op, []).append(f"{array}[:{extent}]")
     parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
     private = [v for v in loop.private if not (collapse and v == loop.inner_var)]
     if private:

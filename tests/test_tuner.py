@@ -14,6 +14,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import TaskError
 from kernopt.evaluators.c_family import CFamilyEvaluator
+from kernopt.evaluators.result import EvalResult, Roofline
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, Tunable, load_task
 from tests.conftest import enterable_tmpdir
@@ -40,7 +41,8 @@ MPI_TASKS = _loadable("mpi")
 
 def state_for(task: Task, parent: Candidate | None = None, history: tuple[Candidate, ...] = (),
               cores: int = 2) -> SearchState:
-    """The search state the brief describes; history entries carry no result (the tuner never reads them)."""
+    """The search state the brief describes; history entries carry no result (the tuner reads only the
+    parent's, for its roofline: test_roofline_reorders_compute_moves)."""
     baseline = Candidate(files={task.kernel: task.baseline_source()}, author="baseline")
     return SearchState(task=task, baseline=baseline, parent=parent or baseline,
                        history=[(c, None) for c in history], cores=cores)  # type: ignore[misc]
@@ -83,10 +85,11 @@ def compile_error(task: Task, source: str, tmp_path: Path, cc: str = "gcc") -> s
     return "" if r.returncode == 0 else r.stderr or "failed"
 
 
-def test_gemm_first_proposal_parallelizes_outer_loop(gemm: Task) -> None:
+def test_gemm_first_proposals_interchange_then_parallelize_outer_loop(gemm: Task) -> None:
     props = TunerPolicy().propose(state_for(gemm), 4)
     assert len(props) == 4
-    assert "#pragma omp parallel for\n    for (long i = 0" in kernel(gemm, props[0])
+    assert props[0].idea.startswith("interchange the j and k loops")  # the stride-1 nest: worth more than threads
+    assert "#pragma omp parallel for\n    for (long i = 0" in kernel(gemm, props[1])
     assert all(c.author == "tuner" and c.parent == state_for(gemm).baseline.id and c.idea for c in props)
     assert any("collapse(2)" in kernel(gemm, c) for c in props)
 
@@ -120,7 +123,7 @@ def test_deterministic(gemm: Task) -> None:
 
 
 def test_refining_a_parallel_parent_stacks_moves(gemm: Task) -> None:
-    parent = TunerPolicy().propose(state_for(gemm), 1)[0]
+    parent = next(c for c in TunerPolicy().propose(state_for(gemm), 4) if "omp parallel for" in kernel(gemm, c))
     props = TunerPolicy().propose(state_for(gemm, parent=parent, cores=8), 100)
     assert props and all(c.parent == parent.id for c in props)
     assert all(kernel(gemm, c).count("omp parallel") == 1 for c in props)  # never re-added or nested
@@ -278,3 +281,30 @@ def test_histogram_gets_an_array_section_reduction_that_verifies(tmp_path: Path,
     assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
     assert result.verification.race_check == "clean", result.verification.race_detail
     assert max(result.verification.threads) > 1
+
+
+def _roofline(bound: str, fraction: float) -> Roofline:
+    return Roofline(flops=1e9, bytes=1e9, seconds=0.1, gflops=10.0, gbps=10.0, threads=2, peak_gflops=100.0,
+                    bandwidth_gbps=40.0, bound=bound, bound_s=0.1 * fraction, fraction=fraction)  # type: ignore[arg-type]
+
+
+def test_roofline_reorders_compute_moves(gemm: Task) -> None:
+    """Near the bandwidth roof, compute moves (flags, simd) go behind everything else; compute-bound and far
+    from the peak, they and locality moves come forward; without a timed parent, the fixed prior."""
+    parent = next(c for c in TunerPolicy().propose(state_for(gemm), 4) if "omp parallel for" in kernel(gemm, c))
+
+    def order(roof: Roofline | None) -> list[str]:
+        st = state_for(gemm, parent=parent, cores=8)
+        if roof is not None:
+            st.history.append((parent, EvalResult(candidate_id=parent.id, status="ok", roofline=roof)))
+        return [c.idea for c in TunerPolicy().propose(st, 500)]
+
+    def rank(ideas: list[str], needle: str) -> int:
+        return next(i for i, idea in enumerate(ideas) if needle in idea)
+
+    plain, memory, compute = order(None), order(_roofline("memory", 0.8)), order(_roofline("compute", 0.1))
+    assert set(plain) == set(memory) == set(compute)  # the same moves, reordered
+    assert rank(plain, "-march=native") < rank(plain, "bind close")
+    assert rank(memory, "-march=native") > rank(memory, "bind close") and rank(memory, "simd") > rank(memory, "schedule(")
+    assert rank(compute, "-march=native") < rank(plain, "-march=native")
+    assert order(_roofline("memory", 0.3)) == plain  # far from the bandwidth roof: no reason to reorder

@@ -1,8 +1,9 @@
 """The offline tuner: single, prior-ranked moves on the parent candidate. The verifier decides.
 
-Each move changes one thing (a pragma, a flag, a thread/rank count, a binding, a tunable define).
-Greedy refinement stacks them because the search hands back the best candidate as the next parent.
-The tuner may propose racy pragmas (verification rejects them); it only ever emits valid C.
+Each move changes one thing (a pragma, a loop interchange, a flag, a thread/rank count, a binding, a
+tunable define). Greedy refinement stacks them because the search hands back the best candidate as
+the next parent. The tuner may propose racy pragmas (verification rejects them); it only ever emits
+valid C. The fixed prior is adjusted by what bounds the parent (its roofline, `roofline_adjust`).
 """
 
 from __future__ import annotations
@@ -12,8 +13,10 @@ from dataclasses import dataclass, field
 
 from kernopt.agent.base import SearchState
 from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+from kernopt.agent.interchange import interchanges
 from kernopt.candidate import Candidate
 from kernopt.evaluators.knobs import declared_knobs, knob_values
+from kernopt.evaluators.result import Roofline
 from kernopt.task import AnyTask, Task
 
 _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
@@ -27,11 +30,14 @@ _USES_OMP = re.compile(r"#\s*pragma\s+omp\b|\bomp_\w+\s*\(")
 
 @dataclass(frozen=True)
 class Move:
-    """One proposed change: `changes` are Candidate fields to replace; higher `score` is tried first."""
+    """One proposed change: `changes` are Candidate fields to replace; higher `score` is tried first.
+    `kind` says what the move buys: "compute" (vector code, instruction selection), "locality" (memory
+    access order), or "other" (parallelism, configuration)."""
 
     score: float
     idea: str
     changes: dict[str, object] = field(default_factory=dict)
+    kind: str = "other"
 
 
 class TunerPolicy:
@@ -46,7 +52,9 @@ class TunerPolicy:
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
         parent = state.parent
         moves = all_moves(state.task, parent, max(1, state.cores))
-        moves.sort(key=lambda m: -m.score)  # stable: ties keep generation order
+        result = state.result_of(parent.id)
+        roof = result.roofline if result is not None else None
+        moves.sort(key=lambda m: -(m.score + roofline_adjust(m, roof)))  # stable: ties keep generation order
         seen = state.seen | {parent.id}
         out: list[Candidate] = []
         for move in moves:
@@ -68,6 +76,8 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         return tunable_moves(task, parent)
     assert isinstance(task, Task)
     moves: list[Move] = []
+    if task.language == "c" and source:
+        moves += interchange_moves(task.kernel, source, parent.files)
     if task.uses_openmp and task.language == "c" and source:
         moves += pragma_moves(task.kernel, source, parent.files)
     moves += flag_moves(task, parent)
@@ -79,6 +89,28 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         moves += bind_moves(parent, _MPI_BIND)
     moves += tunable_moves(task, parent)
     return moves
+
+
+def roofline_adjust(move: Move, roof: Roofline | None) -> float:
+    """Reorder by what bounds the parent. Near the bandwidth roof (memory-bound, at least half of it),
+    faster instructions cannot help: compute moves drop behind everything else. Compute-bound and far
+    from the peak: compute and locality moves come forward. No roofline (a task without [roofline], or
+    an untimed parent): the fixed prior."""
+    if roof is None:
+        return 0.0
+    if roof.bound == "memory" and roof.fraction >= 0.5:
+        return -40.0 if move.kind == "compute" else 0.0
+    if roof.bound == "compute" and roof.fraction < 0.5:
+        return 10.0 if move.kind in ("compute", "locality") else 0.0
+    return 0.0
+
+
+def interchange_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
+    """Turn accumulator nests inside out for stride-1 inner loops (kernopt/agent/interchange.py):
+    ranked with the best parallel loops, higher the more large-stride references it removes."""
+    return [Move(136.0 + 8.0 * x.gain, f"interchange the {x.outer_var} and {x.inner_var} loops (line {x.line + 1}) "
+                 f"so the innermost loop walks memory with stride 1", {"files": {**files, kernel: x.source}}, "locality")
+            for x in interchanges(source)]
 
 
 def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
@@ -130,24 +162,25 @@ def _schedules(irregular: bool) -> list[tuple[str, float]]:
 
 
 Edit = tuple[str | None, float, str]  # (new source or None if not applicable, score, idea)
+Kinded = tuple[str | None, float, str, str]  # an Edit and its Move kind
 
 
 def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """parallel for (with schedule / collapse variants), simd, and clause edits on existing pragmas."""
-    edits: list[Edit] = []
+    edits: list[Kinded] = []
     loops = analyze(source)
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
         if loop.parallelizable:
-            edits += _parallel_edits(source, loop, where, parallel_prior(loop, loops))
+            edits += [(*e, "other") for e in _parallel_edits(source, loop, where, parallel_prior(loop, loops))]
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
-            edits += _clause_edits(source, loop, where)
+            edits += [(*e, "compute" if "simd" in e[2] else "other") for e in _clause_edits(source, loop, where)]
         if loop.simdable:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop)}"
-            edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}"))
-    return [Move(score, idea, {"files": {**files, kernel: new}})
-            for new, score, idea in edits if new is not None and new != source]
+            edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
+    return [Move(score, idea, {"files": {**files, kernel: new}}, kind)
+            for new, score, idea, kind in edits if new is not None and new != source]
 
 
 def _parallel_edits(source: str, loop: Loop, where: str, prior: float) -> list[Edit]:
@@ -186,7 +219,7 @@ def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
 def flag_moves(task: Task, parent: Candidate) -> list[Move]:
     """Extra compiler flags not yet on the parent; -ffast-math only when the task allows it."""
     flags = [*_FLAGS, _FAST_MATH] if task.verify.allow_fast_math else list(_FLAGS)
-    return [Move(score, idea, {"cflags": [*parent.cflags, flag]})
+    return [Move(score, idea, {"cflags": [*parent.cflags, flag]}, "compute" if flag != "-O2" else "other")
             for flag, score, idea in flags if flag not in parent.cflags]
 
 

@@ -275,22 +275,64 @@ def cell(v: Variant, base: Groups, seed: int) -> str:
     return f"{t.speedup:.2f}x ({t.ci_low:.2f}–{t.ci_high:.2f}){'*' if t.significant else ''}{serial}"
 
 
+def geomean_of(results: dict[str, dict[str, Variant]], key: str) -> float:
+    """The table's geometric mean of one column (a program that failed or was not run counts 1.00x)."""
+    return geomean_ci([(vs[BASE].groups, vs[key].groups) if vs[key].status == "ok" else None for vs in results.values()])[0]
+
+
+def verdict(results: dict[str, dict[str, Variant]], bounds: dict[str, tuple[str, float] | None]) -> list[str]:
+    """The issue's two speed checks, read off the table: the tuner's geometric mean against the best
+    auto-parallelizing peer's (at least 1.2x that), and, on the tasks whose serial baseline is compute-bound
+    by the roofline, the tuner's speedup against 1.7x (85% of a 2-core machine's parallel ceiling), each
+    with the tuner's own fraction of the compute roof."""
+    if "kernopt" not in next(iter(results.values())) or all(vs["kernopt"].status != "ok" for vs in results.values()):
+        return []
+    peers = {k: geomean_of(results, k) for k in ("autopar", "polly") if any(vs[k].status == "ok" for vs in results.values())}
+    mine = geomean_of(results, "kernopt")
+    out = []
+    if peers:
+        best = max(peers, key=lambda k: peers[k])
+        label = next(iter(results.values()))[best].label
+        ratio = mine / peers[best]
+        out.append(f"- **Tuner against the best auto-parallelizer:** geometric mean {mine:.2f}x against {label}'s {peers[best]:.2f}x: "
+                   f"**{ratio:.2f}x** ({'meets' if ratio >= 1.2 else 'misses'} the target of at least 1.2x).")
+    compute = [(name, vs, b) for name, vs in results.items() if (b := bounds.get(name)) is not None and b[0] == "compute"]
+    for name, vs, (_, fraction) in compute:
+        v = vs["kernopt"]
+        if v.status != "ok":
+            out.append(f"- **{name}** (compute-bound): the tuner's program did not verify ({v.status}).")
+            continue
+        speedup = stats.median(vs[BASE].groups) / stats.median(v.groups)
+        out.append(f"- **{name}** (compute-bound): tuner {speedup:.2f}x, {'at least' if speedup >= 1.7 else 'below'} 1.7x "
+                   f"(85% of the 2-core ceiling); at {100 * fraction:.3g}% of the compute roof.")
+    return out
+
+
 def roofline_text(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> str:
     """The serial baseline's and kernopt's fraction of this machine's roofline: the task's [roofline] work at
     the timing size over the program's median time, against the probed roofs at the thread count the programs
     were given (kernopt/hw). '–' without a [roofline] table or a hardware profile."""
+    text, _ = roofline_figures(task, variants, profile)
+    return text
+
+
+def roofline_figures(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> tuple[str, tuple[str, float] | None]:
+    """roofline_text's cell and (the serial baseline's bound, kernopt's fraction), None when either is missing."""
     if profile is None or task.roofline is None:
-        return "–"
+        return "–", None
     flops, nbytes = task.roofline.work(task.sizes.timing)
-    parts, bound = [], ""
+    parts, bound, base_bound, fraction = [], "", "", None
     for key, label in ((BASE, "serial"), ("kernopt", "kernopt")):
-        v = variants[key]
-        if v.status == "ok" and v.groups:
+        v = variants.get(key)
+        if v is not None and v.status == "ok" and v.groups:
             threads = (v.candidate.threads if v.candidate and v.candidate.threads else task.timing.threads) if task.uses_openmp else 1
             r = roofline(flops, nbytes, stats.median(v.groups), profile, threads)
             parts.append(f"{label} {100 * r.fraction:.3g}%")
             bound = r.bound
-    return " → ".join(parts) + (f" ({bound}-bound)" if bound else "")
+            base_bound = base_bound or r.bound
+            fraction = r.fraction if key == "kernopt" else fraction
+    text = " → ".join(parts) + (f" ({bound}-bound)" if bound else "")
+    return text, (base_bound, fraction) if base_bound and fraction is not None else None
 
 
 def table(results: dict[str, dict[str, Variant]], rooflines: dict[str, str] | None = None) -> list[str]:
@@ -368,13 +410,16 @@ def main(argv: list[str] | None = None) -> int:
     print(f"peers: {len(args.tasks)} tasks, {args.rounds} interleaved rounds, {tuner_note}; Polly: {polly or 'available'}", file=sys.stderr)
     results: dict[str, dict[str, Variant]] = {}
     rooflines: dict[str, str] = {}
+    bounds: dict[str, tuple[str, float] | None] = {}
     log: list[str] = []
     for task_dir in args.tasks:
         task = load_task(task_dir)
         name = f"{task.target}/{task.name}"
         results[name] = run_task(task, args, polly, log)
-        rooflines[name] = roofline_text(task, results[name], profile)
+        rooflines[name], bounds[name] = roofline_figures(task, results[name], profile)
     lines = table(results, None if profile is None else rooflines)
+    checks = verdict(results, bounds)
+    lines += ["", *checks] if checks else []
     command = "python bench/peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print("\n".join(lines))
     print("\n".join(["", *log]))

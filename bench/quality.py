@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 import statistics
 import sys
 import tempfile
@@ -118,6 +119,7 @@ class TaskQuality:
     cv_within: float | None = None
     cv_across: float | None = None
     cv_median_s: float | None = None
+    load: list[float] = field(default_factory=list)  # the 1-minute load average after each A/A evaluation
 
 
 def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
@@ -138,6 +140,9 @@ def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
                 q.significant += r.faster
                 q.false_wins += r.faster and r.timing.speedup >= args.threshold
                 q.overhead.add(wall, r, task.timing.reps, task.timing.warmup)
+                q.load.append(os.getloadavg()[0])
+                print(f"  {q.name}: A/A {i + 1}/{args.repeats}: {r.timing.speedup:.3f}x{' significant' if r.faster else ''}, "
+                      f"{wall:.1f} s, load {q.load[-1]:.2f}", file=sys.stderr, flush=True)
         if "cv" in args.parts:
             groups, failed = time_interleaved(ev, {"base": Binary(ev.baseline_binary(), task.timing.threads, task.timing.ranks, None)},
                                               args.cv_rounds, "base", reps=args.cv_reps)
@@ -166,6 +171,9 @@ def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
             if r.speedups:
                 out.append(f"| {r.name} | {len(r.speedups)} | {statistics.median(r.speedups):.3f} | {min(r.speedups):.3f} | "
                            f"{max(r.speedups):.3f} | {r.significant} | {r.false_wins} | {len(r.failures)} |")
+        loads = [x for r in rows for x in r.load]
+        out += [f"Load average (1 min) after each evaluation: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
+                f"(the evaluated programs themselves count for about 1).", ""]
         verdict = "meets" if k / n <= 0.01 else "misses"
         note = f" (with no false win, {zero_fail_n(0.01)} evaluations bring it there)" if k == 0 and hi > 0.01 else ""
         out += ["", f"**{k} false wins in {n} A/A evaluations: {100 * k / n:.2f}% (95% Clopper-Pearson {100 * lo:.2f}–{100 * hi:.2f}%)**; "

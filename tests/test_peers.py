@@ -273,3 +273,24 @@ def test_roofline_fraction(small_task: Path) -> None:
     variants["kernopt"].status = "wrong_answer"
     assert peers.roofline_text(task, variants, profile) == "serial 0.819% (compute-bound)"
     assert peers.roofline_text(task, variants, None) == "–"
+
+
+def test_verdict_reads_the_two_speed_checks_off_the_table() -> None:
+    """The tuner's geometric mean over the best auto-parallelizer's (a failed program counts 1.00x), and the
+    compute-bound tasks' tuner speedups against 1.7x."""
+    def row(autopar: float, polly: float | None, tuner: float) -> dict[str, peers.Variant]:
+        return {peers.BASE: peers.Variant(peers.BASE, "serial", groups=_const(1.0)),
+                "autopar": peers.Variant("autopar", "gcc autopar (2)", groups=_const(1.0 / autopar)),
+                "polly": peers.Variant("polly", "clang Polly parallel", groups=_const(1.0 / polly) if polly else [],
+                                       status="ok" if polly else "wrong_answer"),
+                "kernopt": peers.Variant("kernopt", "kernopt tuner", groups=_const(1.0 / tuner))}
+
+    results = {"openmp/a": row(2.0, 4.0, 8.0), "openmp/b": row(1.5, None, 1.6)}
+    # geometric means: autopar sqrt(3) = 1.73, Polly sqrt(4 * 1) = 2.00, tuner sqrt(12.8) = 3.58 -> 1.79x Polly's
+    lines = peers.verdict(results, {"openmp/a": ("compute", 0.2), "openmp/b": ("memory", 0.5)})
+    assert lines[0] == ("- **Tuner against the best auto-parallelizer:** geometric mean 3.58x against clang Polly parallel's 2.00x: "
+                        "**1.79x** (meets the target of at least 1.2x).")
+    assert lines[1] == "- **openmp/a** (compute-bound): tuner 8.00x, at least 1.7x (85% of the 2-core ceiling); at 20% of the compute roof."
+    assert len(lines) == 2  # openmp/b is memory-bound: not one of the compute-bound tasks
+    lines = peers.verdict({"openmp/a": row(2.0, 4.0, 1.5)}, {"openmp/a": ("compute", 0.05)})
+    assert "**0.38x** (misses" in lines[0] and "tuner 1.50x, below 1.7x" in lines[1]

@@ -308,16 +308,11 @@ def verdict(results: dict[str, dict[str, Variant]], bounds: dict[str, tuple[str,
     return out
 
 
-def roofline_text(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> str:
-    """The serial baseline's and kernopt's fraction of this machine's roofline: the task's [roofline] work at
-    the timing size over the program's median time, against the probed roofs at the thread count the programs
-    were given (kernopt/hw). '–' without a [roofline] table or a hardware profile."""
-    text, _ = roofline_figures(task, variants, profile)
-    return text
-
-
 def roofline_figures(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> tuple[str, tuple[str, float] | None]:
-    """roofline_text's cell and (the serial baseline's bound, kernopt's fraction), None when either is missing."""
+    """The table's roofline cell: the serial baseline's and kernopt's fraction of this machine's roofline (the
+    task's [roofline] work at the timing size over the program's median time, against the probed roofs at the
+    thread count the programs were given; '–' without a [roofline] table or a hardware profile); and (the
+    serial baseline's bound, kernopt's fraction), None when either is missing."""
     if profile is None or task.roofline is None:
         return "–", None
     flops, nbytes = task.roofline.work(task.sizes.timing)

@@ -269,10 +269,10 @@ def test_roofline_fraction(small_task: Path) -> None:
     variants = {peers.BASE: peers.Variant(peers.BASE, "serial", groups=_const(0.1)),
                 "kernopt": peers.Variant("kernopt", "kernopt", groups=_const(0.05))}
     # compute-bound: 8.192e6 / 10e9 = 0.82 ms of compute against 61 us of memory traffic
-    assert peers.roofline_text(task, variants, profile) == "serial 0.819% → kernopt 1.64% (compute-bound)"
+    assert peers.roofline_figures(task, variants, profile)[0] == "serial 0.819% → kernopt 1.64% (compute-bound)"
     variants["kernopt"].status = "wrong_answer"
-    assert peers.roofline_text(task, variants, profile) == "serial 0.819% (compute-bound)"
-    assert peers.roofline_text(task, variants, None) == "–"
+    assert peers.roofline_figures(task, variants, profile)[0] == "serial 0.819% (compute-bound)"
+    assert peers.roofline_figures(task, variants, None)[0] == "–"
 
 
 def test_verdict_reads_the_two_speed_checks_off_the_table() -> None:

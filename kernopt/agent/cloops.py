@@ -464,11 +464,16 @@ def _levels(n: ts.Node) -> int:
     return 1 + max(_levels(m) for m in below) if below else 0
 
 
+def parse(data: bytes) -> ts.Tree:
+    """The tree of a C source with its `#pragma` lines blanked (same byte offsets): pragmas are read from
+    the text, and tree-sitter mis-nests `for (..) #pragma .. for`."""
+    return _PARSER.parse(_PRAGMA_LINE.sub(lambda m: b" " * len(m.group()), data))
+
+
 def analyze(source: str) -> list[Loop]:
     """Every `for` loop inside a function body, in source order."""
     data = source.encode()
-    # Pragmas are read from the text and hidden from the parser, which mis-nests `for (..) #pragma .. for`.
-    tree = _PARSER.parse(_PRAGMA_LINE.sub(lambda m: b" " * len(m.group()), data))
+    tree = parse(data)
     lines = data.split(b"\n")
     nodes = [n for n in _walk(tree.root_node) if n.type == "for_statement"
              and "function_definition" in (types := {a.type for a in _ancestors(n)}) and "ERROR" not in types]

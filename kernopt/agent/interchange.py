@@ -15,7 +15,7 @@ order (k ascending, starting from INIT), so the result is the same up to the com
 contraction. The transform is proposed only when it lowers the number of large-stride array
 references in the innermost loop; the verifier decides whether it is right.
 
-Applicability (checked on the tree-sitter parse, pragma lines hidden as in cloops):
+Applicability (checked on cloops.parse's tree, pragma lines hidden):
 the j body is exactly `T s = INIT; for (k ...) { s += E; } OUT = s;` (`+=` or `-=`); neither loop
 carries a pragma or belongs to a collapse(k) nest; the k header does not use j or s; E and INIT do not use s; OUT is a subscript
 whose index uses j but not k; E does not read OUT's array; E calls no function but pure math ones.
@@ -28,8 +28,6 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from kernopt.agent.cloops import (
-    _PARSER,
-    _PRAGMA_LINE,
     _ancestors,
     _base,
     _canonical,
@@ -40,6 +38,7 @@ from kernopt.agent.cloops import (
     _text_indent,
     _walk,
     analyze,
+    parse,
 )
 
 _PURE = frozenset({"sqrt", "fabs", "exp", "log", "sin", "cos", "tan", "pow", "fma", "fmin", "fmax",
@@ -179,7 +178,7 @@ def _interchange(source: bytes, root: ts.Node, j_loop: ts.Node, pragmas: set[int
 def interchanges(source: str) -> list[Interchange]:
     """Every accumulator nest in the source whose interchange lowers large-stride access, in source order."""
     data = source.encode()
-    tree = _PARSER.parse(_PRAGMA_LINE.sub(lambda m: b" " * len(m.group()), data))
+    tree = parse(data)
     # loops that carry a pragma or sit in a collapse(k) nest are left alone (the nest's shape would change)
     pragmas = {loop.start for loop in analyze(source) if loop.pragmas or loop.collapsed}
     out = []

@@ -161,20 +161,19 @@ def _schedules(irregular: bool) -> list[tuple[str, float]]:
     return [("", 0.0), ("schedule(static)", -80.0), ("schedule(dynamic, 16)", -84.0), ("schedule(guided)", -88.0)]
 
 
-Edit = tuple[str | None, float, str]  # (new source or None if not applicable, score, idea)
-Kinded = tuple[str | None, float, str, str]  # an Edit and its Move kind
+Edit = tuple[str | None, float, str, str]  # (new source or None if not applicable, score, idea, Move kind)
 
 
 def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """parallel for (with schedule / collapse variants), simd, and clause edits on existing pragmas."""
-    edits: list[Kinded] = []
+    edits: list[Edit] = []
     loops = analyze(source)
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
         if loop.parallelizable:
-            edits += [(*e, "other") for e in _parallel_edits(source, loop, where, parallel_prior(loop, loops))]
+            edits += _parallel_edits(source, loop, where, parallel_prior(loop, loops))
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
-            edits += [(*e, "compute" if "simd" in e[2] else "other") for e in _clause_edits(source, loop, where)]
+            edits += _clause_edits(source, loop, where)
         if loop.simdable:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop)}"
@@ -190,7 +189,7 @@ def _parallel_edits(source: str, loop: Loop, where: str, prior: float) -> list[E
     if loop.perfect:
         variants.append((f" collapse(2){clauses(loop, True)}", prior - 6.0))
     return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
-             f"add `#pragma omp parallel for{rest}` on {where}") for rest, score in variants]
+             f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
 
 
 def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
@@ -203,16 +202,16 @@ def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
         scores = ({"schedule(dynamic, 16)": 78.0, "schedule(guided)": 70.0, "schedule(static)": 40.0}
                   if loop.triangular or loop.indirect else
                   {"schedule(static)": 45.0, "schedule(dynamic, 16)": 44.0, "schedule(guided)": 40.0})
-        out += [(rewrite_pragma(source, loop, f"{line} {sched}"), score, f"use {sched} on {where}")
+        out += [(rewrite_pragma(source, loop, f"{line} {sched}"), score, f"use {sched} on {where}", "other")
                 for sched, score in scores.items()]
     inner_private = loop.inner_var and re.search(rf"private\([^)]*\b{re.escape(loop.inner_var)}\b", line)
     if loop.perfect and "collapse" not in line and not inner_private:
         out.append((rewrite_pragma(source, loop, f"{line} collapse(2)"), 74.0,
-                    f"collapse {where} with the loop inside it (collapse(2))"))
+                    f"collapse {where} with the loop inside it (collapse(2))", "other"))
     if loop.innermost and "simd" not in line and not loop.inner_omp:
         simd = re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)
         out.append((rewrite_pragma(source, loop, simd), 60.0 - (30.0 if loop.recurrence or loop.shared else 0.0),
-                    f"vectorize {where} as well (parallel for simd)"))
+                    f"vectorize {where} as well (parallel for simd)", "compute"))
     return out
 
 

@@ -22,7 +22,7 @@ from kernopt import __version__
 from kernopt.bench.work import WorkResult, slug
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
-from kernopt.runs import append_line, lock_dir
+from kernopt.runs import append_line, json_lines, lock_dir
 
 # Run settings that say where things are, not what the bench does: they may differ between invocations.
 NOT_COMPARED = {"task", "runs_dir"}
@@ -112,15 +112,12 @@ class BenchStore:
         append_line(self.root / "results.jsonl", result.model_dump_json())
 
     def results(self) -> list[WorkResult]:
-        path = self.root / "results.jsonl"
-        if not path.exists():
-            return []
         out = []
-        for line in path.read_text(errors="replace").splitlines():
+        for line in json_lines(self.root / "results.jsonl"):  # a line torn by a kill is skipped there
             try:
-                out.append(WorkResult.model_validate_json(line))
+                out.append(WorkResult.model_validate(line))
             except ValidationError:
-                continue  # torn by a kill
+                continue
         return out
 
     def latest(self) -> dict[str, WorkResult]:

@@ -103,8 +103,8 @@ def _check(task: Task, ev: CFamilyEvaluator, progress: Callable[[str], None]) ->
         if ok:
             for n in sizes:
                 for s in seeds:
-                    f1 = next(c.file for c in run.calls if c.n == n and c.seed == s)
-                    f2 = next(c.file for c in run2.calls if c.n == n and c.seed == s)
+                    f1 = next(c for c in run.calls if c.n == n and c.seed == s)
+                    f2 = next(c for c in run2.calls if c.n == n and c.seed == s)
                     m, _, _ = compare(load_outputs(d2, f2, run2.layouts[n]), load_outputs(d, f1, run.layouts[n]), task.verify)
                     if m:
                         ok, detail = False, f"baseline disagrees with itself at {k}: {m.message}"
@@ -153,7 +153,7 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
     nonfinite, constant = [], []
     for n in sorted(run.layouts):
         calls = [c for c in run.calls if c.n == n]
-        arrays = [load_outputs(d, c.file, run.layouts[n]) for c in calls]
+        arrays = [load_outputs(d, c, run.layouts[n]) for c in calls]
         for c, a in zip(calls, arrays, strict=True):
             for name, v in a.items():
                 if np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all():

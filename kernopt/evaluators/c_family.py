@@ -1,8 +1,11 @@
 """The C-family evaluator (openmp, mpi, mpi+openmp, serial c/c++): static gate, build, verify, time.
 
-Every program runs in the sandbox; this module only decides what to run and judges the files the
-trusted driver wrote. Baseline and candidate share the trusted objects (driver.o, harness.o) and
-the task's flags; the baseline runs out of a directory the sandbox cannot write.
+Every program runs in the sandbox under kernopt's monitor (c/monitor.c), a process of its own that
+hands the measured program one call at a time, keeps the clock, stops the program between calls and
+copies its outputs out of its memory (docs/verification.md, "Trust boundary"). This module decides
+what to run and judges the monitor's report. Baseline and candidate share the trusted objects
+(driver.o, harness.o, the monitor) and the task's flags; the baseline runs out of a directory the
+sandbox cannot write.
 """
 
 from __future__ import annotations
@@ -26,7 +29,7 @@ from kernopt.evaluators import EvalFail as _Fail
 from kernopt.evaluators import SandboxedEvaluator, race, stats
 from kernopt.evaluators import describe_exit as _describe_exit
 from kernopt.evaluators import tail as _tail
-from kernopt.evaluators.compare import DriverRun, compare, load_outputs, read_result
+from kernopt.evaluators.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
 from kernopt.evaluators.static_gate import check_object, check_source
 from kernopt.sandbox import ExecResult, Sandbox
@@ -37,6 +40,10 @@ if TYPE_CHECKING:
 
 _CC_FAILED, _INSPECT_FAILED = 97, 98  # the build step's exit codes for "the compiler failed", "binutils failed"
 _LINK_MARK = "kernopt-build: linking"
+# The measured program's own files: the driver's headers and the monitor, compiled apart from it.
+TRUSTED_SOURCES = ("driver.c", "kernopt.h", "protocol.h", "seccomp.h", "monitor.c")
+# Full RELRO: the measured program's GOT is read-only before main() (a kernel cannot re-point calls).
+RELRO = ["-Wl,-z,relro,-z,now"]
 
 
 @dataclass(frozen=True)
@@ -70,6 +77,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
 
     # How the build step inspects kernel.o for the object gate (cuda_c.py reads relocations too).
     inspect_commands = "nm -P kernel.o > nm.txt && readelf -SW kernel.o > sections.txt && objdump -d kernel.o > disassembly.txt"
+    link_flags: list[str] = RELRO
 
     def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path,
                  profile: HardwareProfile | None = None) -> None:
@@ -94,16 +102,17 @@ class CFamilyEvaluator(SandboxedEvaluator):
         return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
 
     def stage_trusted_sources(self, d: Path) -> str:
-        """Copy driver.c, kernopt.h and the task's harness into d; returns the harness file name."""
+        """Copy the driver's and the monitor's sources and the task's harness into d; returns the harness
+        file name."""
         src = driver_sources()
-        for name in ("driver.c", "kernopt.h"):
+        for name in TRUSTED_SOURCES:
             shutil.copy(src / name, d / name)
         harness = Path(self.task.harness).name
         shutil.copy(self.task.root / self.task.harness, d / harness)
         return harness
 
     def _trusted_objects(self) -> Path:
-        """driver.o and harness.o, compiled once per evaluator with the task's flags."""
+        """driver.o and harness.o, compiled once per evaluator with the task's flags, and the monitor."""
         if self._trusted is None:
             d = self._new_dir("trusted")
             harness = self.stage_trusted_sources(d)
@@ -113,8 +122,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
                               d, self.config.build_timeout_s)
                 if not r.ok:
                     raise InfraError(f"task harness does not build ({name}): {_tail(r.stderr, 5)}")
+            r = self._run(["gcc", "-O2", "-I.", "monitor.c", "-o", "monitor"], d, self.config.build_timeout_s)
+            if not r.ok:
+                raise InfraError(f"kernopt's monitor does not build: {_tail(r.stderr, 5)}")
             out_dir = self._new_dir("trusted-obj")
-            for name in ("driver.o", "harness.o"):
+            for name in ("driver.o", "harness.o", "monitor"):
                 shutil.copy(d / name, out_dir / name)
             shutil.rmtree(d, ignore_errors=True)
             self._trusted = out_dir
@@ -139,7 +151,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             tc = toolchain or Toolchain(self.task.compiler)
             cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
-                    "-o", "prog"]
+                    *self.link_flags, "-o", "prog"]
             script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self._run(["sh", "-c", script], d, self.config.build_timeout_s)
@@ -193,23 +205,34 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
                    warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
                    memory_mb: int | None = -1) -> tuple[DriverRun, Path, ExecResult]:
-        """Run the driver once in a fresh directory; returns the parsed result, the directory, the exec result."""
+        """Run the program under the monitor once, in a fresh directory; returns the parsed report, the
+        directory (the outputs lie there as o_<call>.bin) and the exec result.
+
+        The plan says which calls to make: every seed at every size, or (timing) `warmup` calls whose
+        outputs are not kept and then `reps` kept ones at the one size, call i with seeds[i] (the
+        caller passes fresh seeds: reused seeds let a kernel replay cached answers)."""
         d = self._new_dir("run")
         # Everything the command needs is in its own directory, named relative to it: a sandbox may
         # run it on another filesystem (a container's), and no run needs another run's files.
-        shutil.copy(b.path, d / "prog")
-        os.chmod(d / "prog", 0o755)
+        for src, name in ((b.path, "prog"), (self._trusted_objects() / "monitor", "monitor")):
+            shutil.copy(src, d / name)
+            os.chmod(d / name, 0o755)
         nonce = secrets.token_hex(8)
-        args = ["--result", "result.jsonl", "--nonce", nonce, "--out-dir", ".",
-                "--sizes", ",".join(map(str, sizes)), "--seeds", ",".join(map(str, seeds))]
-        if timing:
-            args += ["--timing", "--warmup", str(warmup), "--reps", str(reps)]
-        cmd, env = self._launch(b, args)
+        lines = [f"kernopt-plan {nonce}"]
+        for n in sizes:
+            lines.append(f"size {n}")
+            if timing:
+                lines += [f"call {seeds[i % len(seeds)]} {int(i >= warmup)}" for i in range(warmup + reps)]
+            else:
+                lines += [f"call {seed} 1" for seed in seeds]
+        # The monitor reads the plan and deletes it before the measured program starts.
+        (d / "plan").write_text("\n".join(lines) + "\n")
+        cmd, env = self._launch(b, [])
         try:
-            r = self._run(cmd, d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+            r = self._run(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
         finally:
             os.chmod(d, 0o700)  # its outputs stay out of reach of every later sandboxed run
-        return read_result(d / "result.jsonl", nonce), d, r
+        return read_report(r.stdout, nonce), d, r
 
     def _check_run(self, run: DriverRun, r: ExecResult, where: str, timeout: float) -> None:
         if r.timed_out:
@@ -219,28 +242,33 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if call.mutated and not self.task.verify.allow_input_mutation:
                 raise _Fail("rejected", f"kernel modified its input {call.mutated!r} (n={call.n}, {where})")
         if not r.ok or not run.complete:
-            why = _describe_exit(r) if not r.ok else "exited before the harness finished"
-            raise _Fail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr + r.stdout))
+            why = run.error or (_describe_exit(r) if not r.ok else "exited before the harness finished")
+            if "SIGSYS" in why:
+                why += ": a system call the measured program may not make (see docs/verification.md)"
+            raise _Fail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr))
 
     def _compare_dirs(self, run: DriverRun, d: Path, ref: DriverRun, ref_dir: Path, where: str,
                       ver: Verification) -> None:
         """Compare every recorded call of `run` with the reference output for its (size, seed)."""
-        want: dict[tuple[int, int], str] = {}
+        want: dict[tuple[int, int], Call] = {}
         for c in ref.calls:
             if c.file:
-                want.setdefault((c.n, c.seed), c.file)
+                want.setdefault((c.n, c.seed), c)
         covered = {(c.n, c.seed) for c in run.calls if c.file}
         missing = sorted(set(want) - covered)
         if missing:
             raise _Fail("runtime_error", f"no output recorded for n={missing[0][0]} at {where}")
+        for n, layout in run.layouts.items():
+            if ref.layouts.get(n, layout) != layout:
+                raise _Fail("runtime_error", f"the buffer table at n={n} differs from the baseline's at {where}")
         for call in run.calls:
             if not call.file or (call.n, call.seed) not in want:
                 continue
             try:
-                got = load_outputs(d, call.file, run.layouts[call.n])
+                got = load_outputs(d, call, ref.layouts[call.n])
                 expected = load_outputs(ref_dir, want[(call.n, call.seed)], ref.layouts[call.n])
-            except (OSError, ValueError, KeyError) as e:
-                raise _Fail("runtime_error", f"output of call {call.seed} at n={call.n} unreadable ({e}) at {where}") from None
+            except ReportError as e:
+                raise _Fail("runtime_error", f"{e} at {where}") from None
             mismatch, abs_err, norm_err = compare(got, expected, self.task.verify)
             ver.max_abs_err = max(ver.max_abs_err or 0.0, abs_err)
             ver.max_rel_norm_err = max(ver.max_rel_norm_err or 0.0, norm_err)
@@ -350,18 +378,21 @@ class CFamilyEvaluator(SandboxedEvaluator):
         """Interleave baseline and candidate processes; every timed output is checked against the baseline's."""
         task, cfg = self.task, self.config
         reps = cfg.reps or task.timing.reps
-        # Every call of a timing process gets inputs of its own: a kernel that caches results by input
-        # content (or pointer, or shape) never finds a repeat to replay (the driver takes up to 64 seeds).
-        seeds = [secrets.randbits(62) for _ in range(min(64, task.timing.warmup + reps))]
         cand_b = self._binary(prog, candidate)
         base_b = self._binary(base, None, threads=cand_b.threads)
         per_process: dict[str, list[list[float]]] = {"base": [], "cand": []}
         # Per round: (process wall, sum of reported call times) for each side, to cross-check the
         # driver's in-process timings against the sandbox's own clock.
         walls: list[dict[str, tuple[float, float]]] = []
+        outside: list[tuple[float, float, float]] = []  # per round: (cand CPU outside windows, base's, cand inside)
         for rnd in range(rounds):
+            # Every call of every process gets inputs of its own, fresh each round (both sides of a round
+            # share them, so their outputs can be compared): a kernel that caches results by input content,
+            # pointer or shape, in memory or in a file, never finds a repeat to replay.
+            seeds = [secrets.randbits(62) for _ in range(task.timing.warmup + reps)]
             dirs: dict[str, tuple[DriverRun, Path]] = {}
             round_walls: dict[str, tuple[float, float]] = {}
+            cpu: dict[str, tuple[float, float]] = {}
             order = ("base", "cand") if rnd % 2 == 0 else ("cand", "base")
             try:
                 for who in order:
@@ -374,13 +405,16 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
                     per_process[who].append([c.time for c in run.calls if not c.warmup])
                     round_walls[who] = (r.wall_s, sum(c.time for c in run.calls))
+                    cpu[who] = (sum(c.cpu_out for c in run.calls), sum(c.cpu_in for c in run.calls))
                 walls.append(round_walls)
+                outside.append((cpu["cand"][0], cpu["base"][0], cpu["cand"][1]))
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
             finally:
                 for _, d in dirs.values():
                     shutil.rmtree(d, ignore_errors=True)
             if rnd >= 1 and stats.median(per_process["cand"]) > cfg.early_stop_ratio * stats.median(per_process["base"]):
                 break
+        self._check_outside(outside, cand_b, task.timing.warmup + reps)
         speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
         gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls]
@@ -393,6 +427,22 @@ class CFamilyEvaluator(SandboxedEvaluator):
                            paired_low=stats.paired_lower_bound(per_process["base"], per_process["cand"]),
                            consistent=consistent, threads=cand_b.threads if task.uses_openmp else None,
                            ranks=cand_b.ranks if task.uses_mpi else None)
+
+    def _check_outside(self, outside: list[tuple[float, float, float]], b: Binary, calls: int) -> None:
+        """Refuse a candidate that computes outside the timed windows. The monitor reads the measured
+        processes' CPU clocks whenever it stops them; what they used between one window's end and the
+        next one's start is the harness's fill (the baseline's figure, same harness, same inputs) plus
+        whatever the kernel left running or started early. Allowed on top of the baseline's: idle
+        OpenMP workers spinning down and MPI ranks polling (a few ms per call and thread or rank), and
+        a tenth of the candidate's CPU inside the windows, so a hidden share of the work that could
+        fake more than about 1.1x is always refused."""
+        extra = stats.median([cand - base for cand, base, _ in outside])
+        inside = stats.median([i for _, _, i in outside])
+        width = max(b.threads if self.task.uses_openmp else 1, 1) * (b.ranks if self.task.uses_mpi else 1)
+        allowed = calls * 0.003 * width + 0.1 * inside
+        if extra > allowed:
+            raise _Fail("rejected", f"computes outside the timed call: {extra * 1e3:.1f} ms of CPU per process beyond the "
+                        f"baseline's between calls (allowed {allowed * 1e3:.1f} ms; {inside * 1e3:.1f} ms inside the calls)")
 
     def remeasure(self, candidate: Candidate) -> EvalResult:
         """Re-time a verified candidate in fresh builds and fresh directories, with more rounds."""

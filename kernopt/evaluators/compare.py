@@ -1,8 +1,16 @@
-"""Read the trusted driver's result file and compare candidate outputs with reference outputs."""
+"""Read the trusted monitor's report and compare candidate outputs with reference outputs.
+
+The monitor (kernopt/evaluators/c/monitor.c) is the only writer of the report, but the files beside
+it lie in a directory the measured program could write, and a malformed report must never raise:
+every record is validated strictly, file names are built here from the call index, and every output
+file must have the size the layout says and the keyed hash the monitor recorded when it wrote it.
+"""
 
 from __future__ import annotations
 
 import json
+import os
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -13,64 +21,165 @@ from kernopt.task import Verify
 _DTYPES: dict[int, np.dtype] = {0: np.dtype(np.float64), 1: np.dtype(np.float32), 2: np.dtype(np.int32),
                                3: np.dtype(np.int64), 4: np.dtype(np.uint8)}
 _OUT_ROLES = (1, 2)
+_U64 = 2**64
+MAX_RECORDS = 200_000
+
+
+class ReportError(ValueError):
+    """The monitor's report, or a file it names, is not what the protocol allows."""
 
 
 @dataclass
 class Call:
-    """One kernel call as the driver recorded it."""
+    """One kernel call as the monitor measured it."""
 
     n: int
     seed: int
     time: float
     warmup: bool
     mutated: str | None
-    file: str
+    file: str  # "o_<index>.bin", built here from the index; "" when the call's outputs were not kept
+    cpu_in: float = 0.0  # CPU seconds of the measured processes inside the call's window
+    cpu_out: float = 0.0  # CPU seconds they used since the previous window (fill, finishing the call)
+    nbytes: int = 0
+    key: int = 0
+    digest: int = 0
 
 
 @dataclass
 class DriverRun:
-    """A parsed result file: output buffer layouts per size, and the calls in order."""
+    """A parsed report: output buffer layouts per size, and the calls in order."""
 
     layouts: dict[int, list[dict[str, object]]] = field(default_factory=dict)
     calls: list[Call] = field(default_factory=list)
     complete: bool = False
+    error: str = ""  # the monitor's own account of why the run stopped (or why the report is unusable)
 
 
-def read_result(path: Path, nonce: str) -> DriverRun:
-    """Parse the driver's line-per-call file. `complete` is True only with the right closing nonce."""
+def _int(rec: dict[str, object], key: str, lo: int = 0, hi: int = _U64 - 1) -> int:
+    v = rec.get(key)
+    if not isinstance(v, int) or isinstance(v, bool) or not lo <= v <= hi:
+        raise ReportError(f"field {key!r} out of range")
+    return v
+
+
+def _float(rec: dict[str, object], key: str) -> float:
+    v = rec.get(key)
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1e7:
+        raise ReportError(f"field {key!r} out of range")
+    return float(v)
+
+
+def _layout(rec: dict[str, object]) -> list[dict[str, object]]:
+    bufs = rec.get("bufs")
+    if not isinstance(bufs, list) or not 0 < len(bufs) <= 16:
+        raise ReportError("bad buffer table")
+    out = []
+    for b in bufs:
+        if not isinstance(b, dict) or set(b) != {"name", "dtype", "role", "count"}:
+            raise ReportError("bad buffer entry")
+        name = b["name"]
+        if not isinstance(name, str) or not 0 < len(name) < 32:
+            raise ReportError("bad buffer name")
+        out.append({"name": name, "dtype": _int(b, "dtype", 0, 4), "role": _int(b, "role", 0, 2),
+                    "count": _int(b, "count", 0, 1 << 33)})
+    return out
+
+
+def read_report(text: str, nonce: str) -> DriverRun:
+    """Parse the monitor's stdout. `complete` only with the closing nonce after a well-formed report;
+    anything malformed stops the parse with `error` set (never an exception)."""
     run = DriverRun()
-    if not path.is_file():
-        return run
-    for line in path.read_text(errors="replace").splitlines():
-        try:
-            rec = json.loads(line)
-        except json.JSONDecodeError:
-            break
-        if "setup" in rec:
-            run.layouts[int(rec["setup"])] = list(rec["bufs"])
-        elif "done" in rec:
-            run.complete = rec["done"] == nonce
-        elif "n" in rec:
-            run.calls.append(Call(int(rec["n"]), int(rec["seed"]), float(rec["time"]), bool(rec["warmup"]),
-                                  rec.get("mutated"), str(rec.get("file", ""))))
+    size: int | None = None
+    try:
+        for i, line in enumerate(text.splitlines()):
+            if i > MAX_RECORDS:
+                raise ReportError("too many records")
+            if not line.startswith("{"):
+                continue  # the sandbox's own notes
+            try:
+                rec = json.loads(line)
+            except (json.JSONDecodeError, RecursionError):
+                raise ReportError("a record is not JSON") from None
+            if not isinstance(rec, dict):
+                raise ReportError("a record is not an object")
+            if "setup" in rec:
+                size = _int(rec, "setup", 0, 1 << 40)
+                run.layouts[size] = _layout(rec)
+            elif "call" in rec:
+                index = _int(rec, "call", 0, MAX_RECORDS)
+                if index != len(run.calls) or size is None or _int(rec, "n", 0, 1 << 40) != size:
+                    raise ReportError("calls out of order")
+                mutated = rec.get("mutated")
+                if mutated is not None and not isinstance(mutated, str):
+                    raise ReportError("bad field 'mutated'")
+                record = _int(rec, "record", 0, 1) == 1
+                run.calls.append(Call(n=size, seed=_int(rec, "seed"), time=_float(rec, "time"), warmup=not record,
+                                      mutated=mutated, file=f"o_{index}.bin" if record else "",
+                                      cpu_in=_float(rec, "cpu_in"), cpu_out=_float(rec, "cpu_out"),
+                                      nbytes=_int(rec, "bytes", 0, 1 << 36), key=_int(rec, "key"), digest=_int(rec, "hash")))
+            elif "error" in rec:
+                run.error = str(rec["error"])[:300]
+                break
+            elif "done" in rec:
+                run.complete = rec["done"] == nonce and not run.error
+                break
+            elif "exit" not in rec:
+                raise ReportError("unknown record")
+    except ReportError as e:
+        run.error, run.complete = f"malformed monitor report: {e}", False
     return run
 
 
-def load_outputs(directory: Path, filename: str, layout: list[dict[str, object]]) -> dict[str, np.ndarray]:
-    """Split one output file into named arrays, following the buffer layout of its size."""
-    raw = (directory / filename).read_bytes()
+def keyed_hash(data: bytes, key: int, word: int) -> tuple[int, int]:
+    """The monitor's keyed NH hash of one buffer (zero-padded to whole 64-bit words), its word
+    positions starting at `word`. Returns (hash mod 2^64, the next buffer's first word)."""
+    padded = data + b"\0" * (-len(data) % 8)
+    w = np.frombuffer(padded, dtype="<u8")
+    with np.errstate(over="ignore"):
+        z = np.uint64(key) + np.arange(word, word + w.size, dtype=np.uint64) * np.uint64(0x9E3779B97F4A7C15)
+        z = (z ^ (z >> np.uint64(30))) * np.uint64(0xBF58476D1CE4E5B9)
+        z = (z ^ (z >> np.uint64(27))) * np.uint64(0x94D049BB133111EB)
+        z = z ^ (z >> np.uint64(31))
+        m = np.uint64(0xFFFFFFFF)
+        h = (((w & m) + (z & m)) * ((w >> np.uint64(32)) + (z >> np.uint64(32)))).sum(dtype=np.uint64)
+    return int(h), word + w.size
+
+
+def output_bytes(layout: list[dict[str, object]]) -> int:
+    return sum(int(b["count"]) * _DTYPES[int(b["dtype"])].itemsize for b in layout if b["role"] in _OUT_ROLES)  # type: ignore[call-overload]
+
+
+def load_outputs(directory: Path, call: Call, layout: list[dict[str, object]]) -> dict[str, np.ndarray]:
+    """The outputs of one recorded call, split into named arrays by the layout. The file must be a
+    regular file of exactly the layout's size whose keyed hash is the one the monitor recorded."""
+    want = output_bytes(layout)
+    if not call.file or call.nbytes != want:
+        raise ReportError(f"call at n={call.n} recorded {call.nbytes} output bytes, the layout has {want}")
+    try:
+        fd = os.open(directory / call.file, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        raise ReportError(f"output of the call at n={call.n} is missing") from None
+    with os.fdopen(fd, "rb") as f:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode) or st.st_size != want:
+            raise ReportError(f"output of the call at n={call.n} is not the file the monitor wrote")
+        raw = f.read(want)
     arrays: dict[str, np.ndarray] = {}
-    offset = 0
+    offset, word, digest = 0, 0, 0
     for buf in layout:
         if buf["role"] not in _OUT_ROLES:
             continue
         dtype = _DTYPES[int(buf["dtype"])]  # type: ignore[call-overload]
         count = int(buf["count"])  # type: ignore[call-overload]
         nbytes = count * dtype.itemsize
-        if offset + nbytes > len(raw):
-            raise ValueError(f"output file {filename} is truncated")
-        arrays[str(buf["name"])] = np.frombuffer(raw, dtype=dtype, count=count, offset=offset)
+        chunk = raw[offset:offset + nbytes]
+        h, word = keyed_hash(chunk, call.key, word)
+        digest = (digest + h) % _U64
+        arrays[str(buf["name"])] = np.frombuffer(chunk, dtype=dtype, count=count)
         offset += nbytes
+    if digest != call.digest:
+        raise ReportError(f"output of the call at n={call.n} changed after the monitor wrote it")
     return arrays
 
 

@@ -1,38 +1,43 @@
-/* driver.c — kernopt's trusted main() for C-family tasks.
+/* driver.c — kernopt's main() for C-family tasks: the measured program's side of the protocol.
  *
- * Linked with the task's harness.c and the kernel under test. It decides the inputs (size, seed),
- * poisons outputs before every call, checksums inputs around every call, times only ko_call(),
- * and writes outputs and a line-per-call result file that the orchestrator reads. The kernel
- * object is checked before linking so it cannot define or reference any of these symbols.
+ * Linked with the task's harness.c and the kernel under test, so everything here is within the
+ * kernel's reach: this file holds no clock, no seed it has not been handed, and no verdict. The
+ * trusted monitor (monitor.c, a process of its own) hands it one command at a time over a named
+ * pipe (protocol.h): set up a size, fill the inputs for one seed (sent only when that call starts),
+ * call the kernel, finish the call. The monitor takes the timestamps, stops this process between
+ * calls, and reads the inputs and outputs straight from its memory.
  *
- * Built with -DKO_CUDA for cuda-c tasks: it also uploads inputs to the harness's device buffers,
- * poisons the device outputs before every call, synchronizes the device inside the timed region,
- * and downloads every buffer (inputs too, for the checksum) after the timer stops.
+ * After set-up the process confines itself with a seccomp filter (kernopt_seccomp.h): a kernel that
+ * reaches a libc function by pointer still cannot open, exec, fork, connect or signal others.
  *
- * usage: driver --result FILE --nonce STR --out-dir DIR --sizes N[,N..] --seeds S[,S..]
- *               [--timing --warmup W --reps R]
+ * Built with -DKO_MPI: every rank runs this loop; rank 0 talks to the monitor and broadcasts each
+ * command. Built with -DKO_CUDA: inputs are uploaded and device outputs poisoned before the call,
+ * the device is synchronized before the call counts as done, and every buffer is downloaded after.
+ * -DKO_NO_SECCOMP (ThreadSanitizer builds only: its runtime needs system calls the filter refuses).
+ *
+ * usage: driver            (the commands come from ./ko.cmd; answers go to ./ko.ack)
  */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
+#include <unistd.h>
 #include "kernopt.h"
+#include "protocol.h"
 #ifdef KO_MPI
 #include <mpi.h>
 #endif
 #ifdef KO_CUDA
 #include <cuda_runtime_api.h>
 #endif
+#ifndef KO_NO_SECCOMP
+#include "seccomp.h"
+#endif
 
 static int ko_rank = 0;
-
-static double ko_now(void) {
-    struct timespec ts;
-    clock_gettime(CLOCK_MONOTONIC, &ts);
-    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 static size_t ko_elem_size(ko_dtype t) {
     switch (t) {
@@ -42,7 +47,23 @@ static size_t ko_elem_size(ko_dtype t) {
     }
 }
 
-/* Input checksum: 64-bit words at a time (byte-wise FNV cost ~1 s per 300 MB of input). */
+static void ko_fail(const char *msg) {
+    fprintf(stderr, "kernopt driver: %s\n", msg);
+#ifdef KO_MPI
+    MPI_Abort(MPI_COMM_WORLD, 3);
+#endif
+    exit(3);
+}
+
+static void ko_poison(ko_buf *b, uint32_t call_index) {
+    size_t n = b->count;
+    if (b->dtype == KO_F64) { double *d = (double *)b->data; for (size_t i = 0; i < n; i++) d[i] = NAN; }
+    else if (b->dtype == KO_F32) { float *f = (float *)b->data; for (size_t i = 0; i < n; i++) f[i] = NAN; }
+    else memset(b->data, (call_index & 1) ? 0x5A : 0xA5, n * ko_elem_size(b->dtype));
+}
+
+#ifdef KO_MPI
+/* Input checksums on every rank (the monitor reads rank 0's inputs itself; this covers the others). */
 static uint64_t ko_fnv(const void *p, size_t bytes) {
     const unsigned char *b = (const unsigned char *)p;
     uint64_t h = 1469598103934665603ULL, w;
@@ -55,32 +76,7 @@ static uint64_t ko_fnv(const void *p, size_t bytes) {
     for (; i < bytes; i++) { h ^= b[i]; h *= 1099511628211ULL; }
     return h;
 }
-
-static void ko_poison(ko_buf *b, int call_index) {
-    size_t n = b->count;
-    if (b->dtype == KO_F64) { double *d = (double *)b->data; for (size_t i = 0; i < n; i++) d[i] = NAN; }
-    else if (b->dtype == KO_F32) { float *f = (float *)b->data; for (size_t i = 0; i < n; i++) f[i] = NAN; }
-    else memset(b->data, (call_index & 1) ? 0x5A : 0xA5, n * ko_elem_size(b->dtype));
-}
-
-static int ko_parse_list(const char *s, long *out, int max) {
-    int k = 0;
-    while (*s && k < max) {
-        char *end;
-        out[k++] = strtol(s, &end, 10);
-        if (end == s) return -1;
-        s = (*end == ',') ? end + 1 : end;
-    }
-    return k;
-}
-
-static void ko_fail(const char *msg) {
-    fprintf(stderr, "kernopt driver: %s\n", msg);
-#ifdef KO_MPI
-    MPI_Abort(MPI_COMM_WORLD, 3);
 #endif
-    exit(3);
-}
 
 #ifdef KO_CUDA
 static void ko_cuda(cudaError_t e, const char *what, const char *buf) {
@@ -100,7 +96,7 @@ static void ko_to_device(ko_buf *bufs, int nb) {
     ko_cuda(cudaDeviceSynchronize(), "before the call", NULL);
 }
 
-/* After the call (untimed): every buffer back to the host, inputs included. */
+/* After the call: every buffer back to the host, inputs included, for the monitor to read. */
 static void ko_from_device(ko_buf *bufs, int nb) {
     for (int i = 0; i < nb; i++)
         ko_cuda(cudaMemcpy(bufs[i].data, bufs[i].device, bufs[i].count * ko_elem_size(bufs[i].dtype), cudaMemcpyDeviceToHost),
@@ -108,121 +104,137 @@ static void ko_from_device(ko_buf *bufs, int nb) {
 }
 #endif
 
-/* One call of the kernel: fill, poison, checksum, time, re-checksum. Returns the kernel's time
- * (max over ranks under MPI); *mutated is the name of a changed input buffer or NULL. */
-static double ko_one_call(long n, uint64_t seed, ko_buf *bufs, int nb, int call_index,
-                          const char **mutated) {
-    uint64_t sums[KO_MAX_BUFS];
-    ko_fill(n, seed);
-    for (int i = 0; i < nb; i++) {
-        if (bufs[i].role == KO_OUT) ko_poison(&bufs[i], call_index);
-        sums[i] = bufs[i].role == KO_IN ? ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) : 0;
+static int ko_cmd_fd = -1, ko_ack_fd = -1;
+
+static void ko_read_cmd(ko_cmd *c) {
+    if (ko_rank == 0) {
+        size_t got = 0;
+        while (got < sizeof *c) {
+            ssize_t r = read(ko_cmd_fd, (char *)c + got, sizeof *c - got);
+            if (r < 0 && errno == EINTR) continue;
+            if (r <= 0) ko_fail("the monitor's command pipe closed");
+            got += (size_t)r;
+        }
     }
 #ifdef KO_MPI
-    MPI_Barrier(MPI_COMM_WORLD);
+    MPI_Bcast(c, (int)sizeof *c, MPI_BYTE, 0, MPI_COMM_WORLD);
 #endif
-#ifdef KO_CUDA
-    ko_to_device(bufs, nb);
-#endif
-    double t0 = ko_now();
-    ko_call(n);
-#ifdef KO_CUDA
-    ko_cuda(cudaGetLastError(), "launching the kernel", NULL);
-    ko_cuda(cudaDeviceSynchronize(), "in the kernel", NULL);
-#endif
-    double dt = ko_now() - t0;
-#ifdef KO_CUDA
-    ko_from_device(bufs, nb);
-#endif
-#ifdef KO_MPI
-    double local = dt;
-    MPI_Allreduce(&local, &dt, 1, MPI_DOUBLE, MPI_MAX, MPI_COMM_WORLD);
-#endif
-    int bad = -1;
-    for (int i = 0; i < nb; i++)
-        if (bufs[i].role == KO_IN && ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) != sums[i]) { bad = i; break; }
-#ifdef KO_MPI
-    int lbad = bad, gbad;
-    MPI_Allreduce(&lbad, &gbad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
-    bad = gbad;
-#endif
-    *mutated = bad >= 0 ? bufs[bad].name : NULL;
-    return dt;
 }
 
-static void ko_write_outputs(const char *dir, long n, uint64_t seed, int call, ko_buf *bufs, int nb,
-                             char *fname, size_t fname_len) {
-    snprintf(fname, fname_len, "o_%ld_%llu_%d.bin", n, (unsigned long long)seed, call);
+static void ko_send(ko_ack *a) {
     if (ko_rank != 0) return;
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, fname);
-    FILE *f = fopen(path, "wb");
-    if (!f) ko_fail("cannot write output file");
-    for (int i = 0; i < nb; i++)
-        if (bufs[i].role != KO_IN) fwrite(bufs[i].data, ko_elem_size(bufs[i].dtype), bufs[i].count, f);
-    fclose(f);
+    for (;;) {
+        ssize_t w = write(ko_ack_fd, a, sizeof *a);
+        if (w == (ssize_t)sizeof *a) return;
+        if (w < 0 && errno == EINTR) continue;
+        ko_fail("cannot answer the monitor");
+    }
 }
 
 int main(int argc, char **argv) {
-    const char *result = NULL, *nonce = "", *out_dir = ".", *sizes_s = NULL, *seeds_s = NULL;
-    int timing = 0, warmup = 1, reps = 3;
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-        if (!strcmp(a, "--timing")) { timing = 1; continue; }
-        if (!v) ko_fail("missing value for an option");
-        if (!strcmp(a, "--result")) result = v;
-        else if (!strcmp(a, "--nonce")) nonce = v;
-        else if (!strcmp(a, "--out-dir")) out_dir = v;
-        else if (!strcmp(a, "--sizes")) sizes_s = v;
-        else if (!strcmp(a, "--seeds")) seeds_s = v;
-        else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-        else if (!strcmp(a, "--reps")) reps = atoi(v);
-        else ko_fail("unknown option");
-        i++;
-    }
 #ifdef KO_MPI
     MPI_Init(&argc, &argv);
     MPI_Comm_rank(MPI_COMM_WORLD, &ko_rank);
+    int nranks = 1;
+    MPI_Comm_size(MPI_COMM_WORLD, &nranks);
+    if (nranks > KO_MAX_RANKS) ko_fail("too many ranks");
+#else
+    (void)argc; (void)argv;
 #endif
-    long sizes[64], seeds[64];
-    int ns = sizes_s ? ko_parse_list(sizes_s, sizes, 64) : -1;
-    int nseed = seeds_s ? ko_parse_list(seeds_s, seeds, 64) : -1;
-    if (!result || ns <= 0 || nseed <= 0) ko_fail("need --result, --sizes and --seeds");
-    FILE *rf = NULL;
-    if (ko_rank == 0 && !(rf = fopen(result, "w"))) ko_fail("cannot open result file");
-    ko_buf bufs[KO_MAX_BUFS];
-    char fname[256];
-    int call_index = 0;
-    for (int s = 0; s < ns; s++) {
-        long n = sizes[s];
-        memset(bufs, 0, sizeof bufs);
-        int nb = ko_setup(n, bufs);
-        if (nb <= 0 || nb > KO_MAX_BUFS) ko_fail("ko_setup returned a bad buffer count");
-        if (rf) {
-            fprintf(rf, "{\"setup\": %ld, \"bufs\": [", n);
-            for (int i = 0; i < nb; i++)
-                fprintf(rf, "%s{\"name\": \"%s\", \"dtype\": %d, \"role\": %d, \"count\": %zu}", i ? ", " : "",
-                        bufs[i].name, (int)bufs[i].dtype, (int)bufs[i].role, bufs[i].count);
-            fprintf(rf, "]}\n");
-            fflush(rf);
-        }
-        int calls = timing ? warmup + reps : nseed;
-        for (int c = 0; c < calls; c++) {
-            uint64_t seed = (uint64_t)seeds[c % nseed];
-            const char *mutated = NULL;
-            double dt = ko_one_call(n, seed, bufs, nb, call_index++, &mutated);
-            /* every call after warm-up is checked, timed ones included */
-            fname[0] = 0;
-            if (!timing || c >= warmup) ko_write_outputs(out_dir, n, seed, c, bufs, nb, fname, sizeof fname);
-            if (rf) {
-                fprintf(rf, "{\"n\": %ld, \"seed\": %llu, \"call\": %d, \"warmup\": %s, \"time\": %.9f, \"mutated\": %s%s%s, \"file\": \"%s\"}\n",
-                        n, (unsigned long long)seed, c, (timing && c < warmup) ? "true" : "false", dt,
-                        mutated ? "\"" : "", mutated ? mutated : "null", mutated ? "\"" : "", fname);
-                fflush(rf);
+    if (ko_rank == 0) {
+        ko_cmd_fd = open(KO_CMD_FIFO, O_RDONLY | O_CLOEXEC);
+        ko_ack_fd = open(KO_ACK_FIFO, O_WRONLY | O_CLOEXEC);
+        if (ko_cmd_fd < 0 || ko_ack_fd < 0) ko_fail("cannot open the monitor's pipes (run me under kernopt's monitor)");
+    }
+#ifndef KO_NO_SECCOMP
+#if defined(KO_MPI) || defined(KO_CUDA)
+    ko_confine(0);
+#else
+    ko_confine(1);
+#endif
+#endif
+    static ko_buf bufs[KO_MAX_BUFS];
+    static ko_ack ack;
+    int nb = 0;
+    long n = 0;
+#ifdef KO_MPI
+    uint64_t sums[KO_MAX_BUFS];
+#endif
+    for (;;) {
+        ko_cmd c;
+        ko_read_cmd(&c);
+        memset(&ack, 0, sizeof ack);
+        ack.call = c.call;
+        if (c.op == KO_OP_QUIT) break;
+        if (c.op == KO_OP_SETUP) {
+            n = (long)c.n;
+            memset(bufs, 0, sizeof bufs);
+            nb = ko_setup(n, bufs);
+            if (nb <= 0 || nb > KO_MAX_BUFS) ko_fail("ko_setup returned a bad buffer count");
+            ack.op = KO_ACK_SETUP;
+            ack.value = nb;
+            for (int i = 0; i < nb; i++) {
+                ack.bufs[i].addr = (uint64_t)(uintptr_t)bufs[i].data;
+                ack.bufs[i].count = bufs[i].count;
+                ack.bufs[i].dtype = (uint32_t)bufs[i].dtype;
+                ack.bufs[i].role = (uint32_t)bufs[i].role;
+                snprintf(ack.bufs[i].name, KO_NAME_LEN, "%s", bufs[i].name ? bufs[i].name : "");
             }
+            int32_t pid = (int32_t)getpid();
+#ifdef KO_MPI
+            MPI_Gather(&pid, 1, MPI_INT, ack.pids, 1, MPI_INT, 0, MPI_COMM_WORLD);
+            ack.nranks = nranks;
+#else
+            ack.pids[0] = pid;
+            ack.nranks = 1;
+#endif
+            ko_send(&ack);
+        } else if (c.op == KO_OP_FILL) {
+            if (!nb || c.n != n) ko_fail("fill before set-up");
+            ko_fill(n, c.seed);
+            for (int i = 0; i < nb; i++) {
+                if (bufs[i].role == KO_OUT) ko_poison(&bufs[i], c.call);
+#ifdef KO_MPI
+                sums[i] = bufs[i].role == KO_IN ? ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) : 0;
+#endif
+            }
+#ifdef KO_CUDA
+            ko_to_device(bufs, nb);
+#endif
+#ifdef KO_MPI
+            MPI_Barrier(MPI_COMM_WORLD);
+#endif
+            ack.op = KO_ACK_READY;
+            ko_send(&ack);
+        } else if (c.op == KO_OP_GO) {
+            ko_call(n);
+#ifdef KO_CUDA
+            ko_cuda(cudaGetLastError(), "launching the kernel", NULL);
+            ko_cuda(cudaDeviceSynchronize(), "in the kernel", NULL);
+#endif
+#ifdef KO_MPI
+            MPI_Barrier(MPI_COMM_WORLD);  /* the call is done when every rank is */
+#endif
+            ack.op = KO_ACK_DONE;
+            ko_send(&ack);
+        } else if (c.op == KO_OP_POST) {
+#ifdef KO_CUDA
+            ko_from_device(bufs, nb);
+#endif
+            int bad = -1;
+#ifdef KO_MPI
+            for (int i = 0; i < nb; i++)
+                if (bufs[i].role == KO_IN && ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) != sums[i]) { bad = i; break; }
+            int lbad = bad;
+            MPI_Allreduce(&lbad, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+#endif
+            ack.op = KO_ACK_POSTED;
+            ack.value = bad;
+            ko_send(&ack);
+        } else {
+            ko_fail("unknown command");
         }
     }
-    if (rf) { fprintf(rf, "{\"done\": \"%s\"}\n", nonce); fclose(rf); }
 #ifdef KO_MPI
     MPI_Finalize();
 #endif

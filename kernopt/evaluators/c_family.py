@@ -327,10 +327,17 @@ class CFamilyEvaluator(SandboxedEvaluator):
             with placement.hold("exclusive", phases):  # timing has the machine to itself
                 t = time.monotonic()
                 timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
+                flags = self.timing_flags(timing)
+                if timing.significant and flags:
+                    # An implausible speedup, or times the process wall clock does not bear out, is not a
+                    # verified win until a second, longer measurement in fresh processes shows it again:
+                    # the result is that measurement's, significant or not.
+                    timing = self.time(candidate, base, prog, self.config.remeasure_rounds)
+                    flags = sorted(set(flags) | set(self.timing_flags(timing))) + ["rechecked"]
                 ver.timed_outputs_checked = True
                 phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=self.timing_flags(timing), phase_s=phases, roofline=self.roofline_for(timing)), None
+                              timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing)), None
         except _Fail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]

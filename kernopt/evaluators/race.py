@@ -54,7 +54,8 @@ def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
                 continue
             flags = ["clang", "-fopenmp", "-fsanitize=thread", "-g", opt, *candidate.define_flags]
             exe = f"race{opt}"
-            compile_, link = [*flags, "-c", "kernel.c", "-o", "kernel.o"], [*flags, "-I.", "-DKO_NO_SECCOMP", "driver.c", harness, "kernel.o", "-lm", "-o", exe]
+            compile_ = [*flags, "-c", "kernel.c", "-o", "kernel.o"]
+            link = [*flags, "-I.", "-DKO_NO_SECCOMP", "driver.c", harness, "kernel.o", "-lm", "-o", exe]
             r = ev._run(["sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"], d, ev.config.build_timeout_s)
             if not r.ok:
                 return "unavailable", f"ThreadSanitizer build failed: {r.stderr.strip().splitlines()[-1:] or r.stderr}"

@@ -186,8 +186,24 @@ _ALLOWED_PATTERN = re.compile(
     r"^(omp_(?!get_wtime|get_wtick)\w+|GOMP_\w+|__kmpc_\w+|MPI_(?!Wtime|Wtick)[A-Z]\w*|ompi_mpi_\w+|ompi_request_null"
     r"|ompi_message_\w+|_ZSt\w+|_ZNSt\w+|_ZNKSt\w+|_Znwm|_Znam|_ZdlPv\w*|_ZdaPv\w*|__\w+_finite)$"
 )
+# Names the pattern above admits that carry capabilities, not computation (the allow-list is audited
+# for I/O, processes, files and threads): MPI's file I/O and dynamic processes (MPI_Comm_spawn runs
+# programs), its job control, OpenMP's split region start/end (a team left running after the kernel
+# returns) and device offload, C++ threads, files and standard streams.
+_CAPABILITIES = re.compile(
+    r"^(MPI_(File_\w+|Comm_spawn\w*|Comm_connect|Comm_accept|Comm_join|Open_port|Close_port|Publish_name"
+    r"|Unpublish_name|Lookup_name|Register_datarep|Abort|Init\w*|Finalize|Pcontrol)"
+    r"|GOMP_(parallel\w*_start|parallel_end|target\w*|offload\w*)|omp_target\w*"
+    r"|_ZNSt\d*thread\w*|_ZNSt\d*jthread\w*|_ZNSt\d*(__basic_file|basic_filebuf|basic_[io]?fstream)\w*"
+    r"|_ZSt\d*(cout|cerr|clog|cin|wcout|wcerr|wclog|wcin)\w*)$"
+)
 _FORBIDDEN_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors")
 _RAW_SYSCALL = re.compile(r"\t(syscall|sysenter|int\s+\$0x80)\b")
+
+
+def allowed_symbol(name: str) -> bool:
+    """May a kernel object reference this undefined symbol?"""
+    return name in _ALLOWED_EXACT or (bool(_ALLOWED_PATTERN.match(name)) and not _CAPABILITIES.match(name))
 
 
 def check_object(task: Task, nm_output: str, sections_output: str, disassembly: str) -> str | None:
@@ -198,14 +214,14 @@ def check_object(task: Task, nm_output: str, sections_output: str, disassembly: 
     """
     if task.language == "cuda":
         return cuda_gate.check_object(task.functions, task.signature, nm_output, sections_output, disassembly,
-                                      lambda name: name in _ALLOWED_EXACT or bool(_ALLOWED_PATTERN.match(name)))
+                                      allowed_symbol)
     for line in nm_output.splitlines():
         parts = line.split()
         if len(parts) < 2:
             continue
         name, kind = parts[0], parts[1]
         if kind in ("U", "w"):
-            if name not in _ALLOWED_EXACT and not _ALLOWED_PATTERN.match(name):
+            if not allowed_symbol(name):
                 return f"kernel references {name}, which kernels may not use"
         elif kind == "i":
             return f"kernel defines {name} as an indirect function (ifunc), whose resolver runs before main"

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernopt.evaluators.compare import compare, load_outputs, read_result
+from kernopt.evaluators.compare import Call, ReportError, compare, keyed_hash, load_outputs, read_report
 from kernopt.task import Verify
 
 LOOSE = {"rtol": 0.0, "atol": 0.0, "norm_rtol": 1.0}
@@ -147,69 +147,115 @@ def test_every_output_is_compared() -> None:
 
 
 # ---------------------------------------------------------------- the driver's files
-def _write(path: Path, lines: list[str]) -> None:
-    path.write_text("".join(line + "\n" for line in lines))
+SETUP = json.dumps({"setup": 3, "ranks": 1, "bufs": [{"name": "a", "dtype": 0, "role": 0, "count": 9},
+                                                     {"name": "c", "dtype": 0, "role": 1, "count": 9}]})
 
 
-SETUP = json.dumps({"setup": 3, "bufs": [{"name": "a", "dtype": 0, "role": 0, "count": 9},
-                                         {"name": "c", "dtype": 0, "role": 1, "count": 9}]})
+def _call(i: int, **over: object) -> str:
+    rec = {"call": i, "n": 3, "seed": 100 + i, "record": 1, "time": 0.001 * (i + 1), "cpu_in": 0.001, "cpu_out": 0.0005,
+           "mutated": None, "bytes": 72, "key": 5, "hash": 7, **over}
+    return json.dumps(rec)
 
 
-def _call(i: int) -> str:
-    return json.dumps({"n": 3, "seed": 100 + i, "call": i, "warmup": False, "time": 0.001 * (i + 1),
-                       "mutated": None, "file": f"c_3_{100 + i}.bin"})
+def report(*lines: str) -> str:
+    return "".join(line + "\n" for line in lines)
 
 
-def test_read_result_complete_with_nonce(tmp_path: Path) -> None:
-    p = tmp_path / "result.jsonl"
-    _write(p, [SETUP, _call(0), _call(1), json.dumps({"done": "n0nce"})])
-    run = read_result(p, "n0nce")
-    assert run.complete and len(run.calls) == 2 and run.layouts[3][1]["name"] == "c"
-    assert run.calls[1].seed == 101 and run.calls[1].time == pytest.approx(0.002) and run.calls[1].mutated is None
+def test_read_report_complete_with_nonce() -> None:
+    run = read_report(report(SETUP, _call(0), _call(1), json.dumps({"done": "n0nce"})), "n0nce")
+    assert run.complete and not run.error and len(run.calls) == 2 and run.layouts[3][1]["name"] == "c"
+    c = run.calls[1]
+    assert c.seed == 101 and c.time == pytest.approx(0.002) and c.mutated is None and c.file == "o_1.bin"
+    assert (c.cpu_in, c.cpu_out, c.nbytes, c.key, c.digest) == (0.001, 0.0005, 72, 5, 7)
 
 
-def test_read_result_requires_the_nonce(tmp_path: Path) -> None:
-    p = tmp_path / "result.jsonl"
-    _write(p, [SETUP, _call(0), json.dumps({"done": "forged"})])
-    assert not read_result(p, "n0nce").complete
-    _write(p, [SETUP, _call(0)])  # exited before the end
-    assert not read_result(p, "n0nce").complete
+def test_read_report_requires_the_nonce() -> None:
+    assert not read_report(report(SETUP, _call(0), json.dumps({"done": "forged"})), "n0nce").complete
+    assert not read_report(report(SETUP, _call(0)), "n0nce").complete  # stopped before the end
 
 
-def test_read_result_tolerates_truncated_last_line(tmp_path: Path) -> None:
-    p = tmp_path / "result.jsonl"
-    p.write_text(SETUP + "\n" + _call(0) + "\n" + _call(1)[:25])
-    run = read_result(p, "n0nce")
-    assert len(run.calls) == 1 and not run.complete
+def test_a_warm_up_call_names_no_file() -> None:
+    run = read_report(report(SETUP, _call(0, record=0), json.dumps({"done": "x"})), "x")
+    assert run.calls[0].warmup and run.calls[0].file == ""
 
 
-def test_read_result_ignores_everything_after_a_bad_line(tmp_path: Path) -> None:
-    """A done line after garbage (say, a kernel that wrote into the file) does not count."""
-    p = tmp_path / "result.jsonl"
-    _write(p, [SETUP, _call(0), "{garbage", _call(1), json.dumps({"done": "n0nce"})])
-    run = read_result(p, "n0nce")
-    assert len(run.calls) == 1 and not run.complete
+def test_the_monitors_error_is_the_reason() -> None:
+    run = read_report(report(SETUP, json.dumps({"exit": {"signal": 31, "code": -1}}),
+                             json.dumps({"error": "the measured program was killed by SIGSYS"})), "x")
+    assert not run.complete and run.error == "the measured program was killed by SIGSYS"
 
 
-def test_read_result_missing_file(tmp_path: Path) -> None:
-    run = read_result(tmp_path / "nothing.jsonl", "n0nce")
-    assert not run.complete and run.calls == [] and run.layouts == {}
+@pytest.mark.parametrize("bad", [
+    "{garbage", "[1, 2]", json.dumps({"surprise": 1}),
+    _call(1),  # out of order
+    _call(0, n=4),  # not the size set up
+    _call(0, time=-1.0), _call(0, time="fast"), _call(0, seed=2**64), _call(0, record=2), _call(0, mutated=["a"]),
+    _call(0, bytes=True), json.dumps({"setup": 3, "bufs": [{"name": "../x", "dtype": 9, "role": 1, "count": 1}]}),
+    json.dumps({"setup": 3, "bufs": [{"name": "c", "dtype": 0, "role": 1, "count": 1, "file": "/etc/shadow"}]}),
+    json.dumps({"setup": 3, "bufs": "x"}), json.dumps({"call": "crash"}), "{" * 100000 + "}" * 100000,
+])
+def test_a_malformed_report_is_an_error_never_an_exception(bad: str) -> None:
+    run = read_report(report(SETUP, bad, _call(0), json.dumps({"done": "x"})), "x")
+    assert not run.complete and run.error.startswith("malformed monitor report")
 
 
-def test_read_result_records_mutation(tmp_path: Path) -> None:
-    p = tmp_path / "result.jsonl"
-    rec = json.loads(_call(0))
-    rec["mutated"] = "a"
-    _write(p, [SETUP, json.dumps(rec), json.dumps({"done": "x"})])
-    assert read_result(p, "x").calls[0].mutated == "a"
+def _file(tmp_path: Path, values: np.ndarray, key: int = 12345) -> Call:
+    data = values.tobytes()
+    (tmp_path / "o_0.bin").write_bytes(data)
+    digest, _ = keyed_hash(data, key, 0)
+    return Call(n=3, seed=1, time=0.1, warmup=False, mutated=None, file="o_0.bin", nbytes=len(data), key=key, digest=digest)
 
 
-def test_load_outputs_skips_inputs_and_checks_size(tmp_path: Path) -> None:
-    layout = [{"name": "a", "dtype": 0, "role": 0, "count": 4}, {"name": "c", "dtype": 0, "role": 1, "count": 3},
-              {"name": "h", "dtype": 2, "role": 2, "count": 2}]
-    (tmp_path / "out.bin").write_bytes(f64(1.0, 2.0, 3.0).tobytes() + np.array([7, 8], dtype=np.int32).tobytes())
-    arrays = load_outputs(tmp_path, "out.bin", layout)
-    assert list(arrays) == ["c", "h"] and arrays["c"].tolist() == [1.0, 2.0, 3.0] and arrays["h"].tolist() == [7, 8]
-    (tmp_path / "short.bin").write_bytes(f64(1.0, 2.0).tobytes())
-    with pytest.raises(ValueError, match="truncated"):
-        load_outputs(tmp_path, "short.bin", layout)
+LAYOUT: list[dict[str, object]] = [{"name": "a", "dtype": 0, "role": 0, "count": 4}, {"name": "c", "dtype": 0, "role": 1, "count": 3}]
+
+
+def test_load_outputs_checks_size_and_the_monitors_hash(tmp_path: Path) -> None:
+    call = _file(tmp_path, f64(1.0, 2.0, 3.0))
+    assert load_outputs(tmp_path, call, LAYOUT)["c"].tolist() == [1.0, 2.0, 3.0]
+    (tmp_path / "o_0.bin").write_bytes(f64(1.0, 2.0, 4.0).tobytes())  # rewritten after the monitor wrote it
+    with pytest.raises(ReportError, match="changed after the monitor wrote it"):
+        load_outputs(tmp_path, call, LAYOUT)
+    (tmp_path / "o_0.bin").write_bytes(f64(1.0, 2.0).tobytes())
+    with pytest.raises(ReportError, match="not the file the monitor wrote"):
+        load_outputs(tmp_path, call, LAYOUT)
+
+
+def test_load_outputs_never_follows_a_link_or_reads_a_device(tmp_path: Path) -> None:
+    call = _file(tmp_path, f64(1.0, 2.0, 3.0))
+    (tmp_path / "o_0.bin").unlink()
+    (tmp_path / "o_0.bin").symlink_to("/etc/passwd")
+    with pytest.raises(ReportError, match="missing"):
+        load_outputs(tmp_path, call, LAYOUT)
+    (tmp_path / "o_0.bin").unlink()
+    (tmp_path / "o_0.bin").symlink_to("/dev/zero")
+    with pytest.raises(ReportError):
+        load_outputs(tmp_path, call, LAYOUT)
+
+
+def test_load_outputs_size_comes_from_the_layout_not_the_report(tmp_path: Path) -> None:
+    call = _file(tmp_path, f64(1.0, 2.0, 3.0))
+    call.nbytes = 1 << 30
+    with pytest.raises(ReportError, match="output bytes"):
+        load_outputs(tmp_path, call, LAYOUT)
+
+
+def test_keyed_hash_matches_the_monitor(tmp_path: Path) -> None:
+    """The C monitor's NH hash and the host's agree (odd lengths zero-padded per buffer)."""
+    import shutil
+    import subprocess
+
+    if shutil.which("gcc") is None:
+        pytest.skip("needs gcc")
+    src = Path(__file__).resolve().parent.parent / "kernopt" / "evaluators" / "c"
+    prog = tmp_path / "nh"
+    harness = tmp_path / "nh.c"
+    harness.write_text('#include <stdio.h>\n#define main monitor_main\n#include "monitor.c"\n#undef main\n'
+                       'int main(void) { unsigned char b[13]; for (int i = 0; i < 13; i++) b[i] = (unsigned char)(i * 37 + 1);\n'
+                       ' uint64_t w = 0, h = nh(99, b, 13, &w, 0); h = nh(99, b, 5, &w, h); printf("%llu %llu\\n",'
+                       ' (unsigned long long)h, (unsigned long long)w); return 0; }\n')
+    subprocess.run(["gcc", "-I", str(src), str(harness), "-o", str(prog)], check=True)
+    h, w = map(int, subprocess.run([str(prog)], capture_output=True, text=True, check=True).stdout.split())
+    data = bytes((i * 37 + 1) % 256 for i in range(13))
+    h1, w1 = keyed_hash(data, 99, 0)
+    h2, w2 = keyed_hash(data[:5], 99, w1)
+    assert (h, w) == ((h1 + h2) % 2**64, w2)

@@ -95,8 +95,8 @@ def read_report(text: str, nonce: str) -> DriverRun:
         for i, line in enumerate(text.splitlines()):
             if i > MAX_RECORDS:
                 raise ReportError("too many records")
-            if not line.startswith("{"):
-                continue  # the sandbox's own notes
+            if not line.strip():
+                continue
             try:
                 rec = json.loads(line)
             except (json.JSONDecodeError, RecursionError):

@@ -20,7 +20,13 @@
     A serial baseline has no OpenMP constructs, so its race check is skipped: a parallel candidate's
     evaluation also pays the race check (two ThreadSanitizer builds and three runs, about 1 s).
 
-usage: python bench/quality.py [--tasks tasks/openmp/gemm ...] [--repeats 25] [--parts aa cv overhead] [--markdown]
+(d) The monitor protocol's cost per call (docs/verification.md): an empty kernel (the task's signature
+    with an empty body) timed by the monitor at the timing size is the protocol's own time inside a
+    timed window (the go command, the done answer, the resume); its share of the baseline's median call
+    is the bias the protocol adds to a measurement. Outside the windows, per call: the process wall time
+    less the calls, over the calls (the harness's fill, the stops, the input hashes, the output copy).
+
+usage: python bench/quality.py [--tasks tasks/openmp/gemm ...] [--repeats 25] [--parts aa cv overhead protocol] [--markdown]
 (bench/aa_check.py runs parts aa and overhead, as it did before this script existed.)
 """
 
@@ -120,6 +126,7 @@ class TaskQuality:
     cv_across: float | None = None
     cv_median_s: float | None = None
     load: list[float] = field(default_factory=list)  # the 1-minute load average after each A/A evaluation
+    protocol: dict[str, float] = field(default_factory=dict)  # part (d): seconds per call
 
 
 def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
@@ -152,9 +159,30 @@ def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
             q.cv_within = statistics.median(cv(x) for x in g)
             q.cv_across = cv([statistics.median(x) for x in g])
             q.cv_median_s = statistics.median(x for p in g for x in p)
+        if "protocol" in args.parts:
+            q.protocol = protocol_cost(ev, task, args.protocol_calls)
     finally:
         ev.close()
     return q
+
+
+def protocol_cost(ev: CFamilyEvaluator, task: Task, calls: int) -> dict[str, float]:
+    """Part (d): the empty kernel's calls as the monitor times them, beside the baseline's, at the timing size."""
+    import secrets
+
+    empty, _ = ev.build(Candidate(files={task.kernel: f"{task.signature} {{ }}\n"}))
+    out: dict[str, float] = {}
+    for who, path in (("empty", empty), ("base", ev.baseline_binary())):
+        b = Binary(path, task.timing.threads, task.timing.ranks, None)
+        seeds = [secrets.randbits(62) for _ in range(calls + 1)]
+        run, d, r = ev.run_driver(b, [task.sizes.timing], seeds, True, 600.0, warmup=1, reps=calls)
+        if not run.complete:
+            raise AssertionError(f"{who}: {run.error or r.stderr[-300:]}")
+        times = sorted(c.time for c in run.calls if not c.warmup)
+        out[f"{who}_median"] = statistics.median(times)
+        out[f"{who}_p90"] = times[int(0.9 * (len(times) - 1))]
+        out[f"{who}_outside"] = (r.wall_s - sum(c.time for c in run.calls)) / len(run.calls)
+    return out
 
 
 def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
@@ -200,6 +228,17 @@ def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
                        f"{m['race']:.2f} | {m['time']:.2f} | {statistics.mean(o.timed):.2f} | {statistics.mean(o.warmup):.2f} | {other:.2f} | "
                        f"{100 * o.share():.0f}% | {100 * o.share(count_warmup=False):.0f}% |")
         out.append("")
+    if "protocol" in args.parts:
+        out += [f"Monitor protocol cost per call: an empty kernel and the baseline, each {args.protocol_calls} timed calls at the "
+                "timing size, as the monitor times them", "",
+                "| task | empty kernel: median | p90 | baseline call: median | protocol share of a baseline call "
+                "| outside the windows per call (empty kernel) |", "|---|---|---|---|---|---|"]
+        for r in rows:
+            p = r.protocol
+            if p:
+                out.append(f"| {r.name} | {1e3 * p['empty_median']:.3f} ms | {1e3 * p['empty_p90']:.3f} ms | {p['base_median']:.4f} s | "
+                           f"{100 * p['empty_median'] / p['base_median']:.2f}% | {1e3 * p['empty_outside']:.1f} ms |")
+        out.append("")
     return out
 
 
@@ -210,7 +249,8 @@ def main(argv: list[str] | None = None, parts: list[str] | None = None) -> int:
     ap.add_argument("--threshold", type=float, default=1.05, help="a significant A/A speedup at least this large is a false win")
     ap.add_argument("--cv-rounds", type=int, default=10, help="processes for the spread measurement")
     ap.add_argument("--cv-reps", type=int, default=5, help="timed calls per process for the spread measurement")
-    ap.add_argument("--parts", nargs="+", choices=["aa", "cv", "overhead"], default=parts or ["aa", "cv", "overhead"])
+    ap.add_argument("--protocol-calls", type=int, default=30, help="timed calls of the empty kernel and the baseline (part protocol)")
+    ap.add_argument("--parts", nargs="+", choices=["aa", "cv", "overhead", "protocol"], default=parts or ["aa", "cv", "overhead", "protocol"])
     ap.add_argument("--markdown", nargs="?", type=Path, const=DOC, default=None, help="write the tables into this file (docs/benchmarks.md)")
     args = ap.parse_args(argv)
     if args.repeats < 1 or args.cv_rounds < 2 or args.cv_reps < 2:

@@ -58,6 +58,7 @@ class CudaCEvaluator(CFamilyEvaluator):
     and `unverified` results where no GPU is present."""
 
     inspect_commands = "nm -P kernel.o > nm.txt && readelf -SW -rW kernel.o > sections.txt && objdump -dr kernel.o > disassembly.txt"
+    link_flags = ["-Xlinker", "-z,relro,-z,now"]  # full RELRO through nvcc's host link
 
     def __init__(self, task: Task, sandbox: Sandbox, config: EvalConfig, workroot: Path) -> None:
         super().__init__(task, sandbox, config, workroot)  # the local sandbox: checks nvcc (task.compiler) and binutils

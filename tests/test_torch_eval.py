@@ -311,3 +311,35 @@ def test_runner_imports_only_torch_numpy_and_stdlib() -> None:
     names = {a.name.split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.Import) for a in n.names}
     names |= {(n.module or "").split(".")[0] for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert names - {"numpy", "torch"} <= set(sys.stdlib_module_names), names
+
+
+def test_runner_binds_its_clocks_and_synchronize_before_the_candidate(tmp_path: Path) -> None:
+    """A candidate module that patches the clock, torch.cuda.synchronize and the C function behind it
+    at import leaves the runner's own references untouched (the GPU timing path calls only those)."""
+    import importlib.util
+    import time
+
+    import torch
+
+    spec = importlib.util.spec_from_file_location("ko_runner_under_test", torch_family.runner_source())
+    assert spec is not None and spec.loader is not None
+    runner = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(runner)
+    originals = (time.perf_counter, getattr(torch._C, "_cuda_synchronize", None), torch.cuda.synchronize, torch.cuda.Event.record)
+    hostile = tmp_path / "solution.py"
+    hostile.write_text("import time, torch\n"
+                       "time.perf_counter = lambda: 0.0\n"
+                       "torch._C._cuda_synchronize = lambda: None\n"
+                       "torch.cuda.synchronize = lambda *a, **k: None\n"
+                       "torch.cuda.Event.record = lambda self, stream=None: None\n")
+    try:
+        runner._load("solution", str(hostile))
+        assert runner._perf is originals[0] and runner._c_cuda_sync is originals[1]
+        assert runner._ev_record is originals[3]
+        assert runner._perf() > 0.0
+    finally:
+        time.perf_counter = originals[0]  # type: ignore[assignment]
+        if originals[1] is not None:
+            torch._C._cuda_synchronize = originals[1]
+        torch.cuda.synchronize = originals[2]  # type: ignore[assignment]
+        torch.cuda.Event.record = originals[3]  # type: ignore[method-assign]

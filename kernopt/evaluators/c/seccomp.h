@@ -5,6 +5,7 @@
  * kernel reaches, the process cannot start programs or processes, open files, use the network,
  * trace, signal or write into other processes, or set up io_uring (which would bypass the filter).
  *
+ * Everywhere but under CUDA: no executable memory is mapped after set-up (W^X).
  * strict = 1 (serial and OpenMP programs): an allow-list. Threads, memory, futexes, clocks, sleeps
  *   and I/O on descriptors already open pass; opening files fails with EACCES; the system calls
  *   that only an attack makes kill the process (SIGSYS: the evaluator reports it); anything else
@@ -20,6 +21,7 @@
 #include <linux/seccomp.h>
 #include <sched.h>
 #include <stddef.h>
+#include <sys/mman.h>
 #include <sys/prctl.h>
 #include <sys/socket.h>
 #include <sys/syscall.h>
@@ -43,9 +45,9 @@
 static void ko_confine(int strict) {
 #ifdef KO_AUDIT_ARCH
     const unsigned pid = (unsigned)getpid();
-    struct sock_filter f[256];
+    struct sock_filter f[512];
     unsigned k = 0;
-#define ADD(...) do { struct sock_filter ins_[] = {__VA_ARGS__}; for (unsigned i_ = 0; i_ < sizeof ins_ / sizeof ins_[0]; i_++) f[k++] = ins_[i_]; } while (0)
+#define ADD(...) do { struct sock_filter ins_[] = {__VA_ARGS__}; if (k + sizeof ins_ / sizeof ins_[0] > 512) _exit(3); for (unsigned i_ = 0; i_ < sizeof ins_ / sizeof ins_[0]; i_++) f[k++] = ins_[i_]; } while (0)
     ADD(BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, arch)),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, KO_AUDIT_ARCH, 1, 0), KO_RET(KO_KILL),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_NR));
@@ -69,6 +71,16 @@ static void ko_confine(int strict) {
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1), KO_RET(strict ? KO_KILL : KO_ALLOW), KO_RET(KO_KILL));
     /* Open MPI's shared-memory transport copies between ranks with process_vm_readv/writev. */
     if (!strict) ADD(KO_IS(SYS_process_vm_readv, KO_ALLOW), KO_IS(SYS_process_vm_writev, KO_ALLOW));
+    /* W^X after set-up: no new executable memory, so a kernel cannot patch the driver's or the
+     * harness's code (say, to compute in the untimed fill). CUDA's runtime may map code; MPI's is loaded. */
+#ifndef KO_CUDA
+    static const long maps[] = {SYS_mmap, SYS_mprotect, SYS_pkey_mprotect};
+    for (unsigned i = 0; i < sizeof maps / sizeof maps[0]; i++)
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)maps[i], 0, 4),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[2])),
+            BPF_JUMP(BPF_JMP | BPF_JSET | BPF_K, PROT_EXEC, 0, 1), KO_RET(KO_ERRNO(EACCES)),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_NR));
+#endif
     static const long attacks[] = {
         SYS_execve, SYS_execveat, SYS_tkill, SYS_ptrace, SYS_process_vm_writev, SYS_process_vm_readv,
         SYS_rt_sigqueueinfo, SYS_rt_tgsigqueueinfo, SYS_pidfd_open, SYS_pidfd_send_signal, SYS_pidfd_getfd,

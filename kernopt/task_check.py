@@ -24,13 +24,14 @@ import numpy as np
 
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators.c_family import Binary, CFamilyEvaluator
-from kernopt.evaluators.compare import compare, load_outputs
+from kernopt.evaluators.base import Binary
+from kernopt.evaluators.c_family.compare import compare, load_outputs
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.sandbox import Sandbox
 from kernopt.task import AnyTask, Task, TorchTask
 
 if TYPE_CHECKING:
-    from kernopt.evaluators.torch_family import TorchEvaluator
+    from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
 
 
 @dataclass
@@ -46,7 +47,7 @@ def check_task(task: AnyTask, sandbox: Sandbox, progress: Callable[[str], None] 
         return _check_torch_task(task, sandbox, progress)
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-check-"))
     if task.uses_gpu:  # cuda-c
-        from kernopt.evaluators.cuda_c import CudaCEvaluator
+        from kernopt.evaluators.c_family.cuda_c import CudaCEvaluator
 
         ev: CFamilyEvaluator = CudaCEvaluator(task, sandbox, EvalConfig(), workroot)
     else:
@@ -146,7 +147,7 @@ def c_timing_check(task: Task, t: float) -> Check:
 
 
 def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
-    from kernopt.evaluators.compare import DriverRun
+    from kernopt.evaluators.c_family.compare import DriverRun
 
     assert isinstance(run, DriverRun)
     out: list[Check] = []
@@ -170,7 +171,7 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
 
 # ---------------------------------------------------------------- torch family
 def _check_torch_task(task: TorchTask, sandbox: Sandbox, progress: Callable[[str], None]) -> list[Check]:
-    from kernopt.evaluators.torch_family import TorchEvaluator
+    from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
 
     ev = TorchEvaluator(task, sandbox, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-check-")))
     try:
@@ -182,8 +183,8 @@ def _check_torch_task(task: TorchTask, sandbox: Sandbox, progress: Callable[[str
 
 def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], None]) -> list[Check]:
     from kernopt.evaluators.result import Verification
-    from kernopt.evaluators.torch_compare import describe_shape, load_arrays
-    from kernopt.evaluators.torch_family import STARTUP_S, _Fail
+    from kernopt.evaluators.torch_family.compare import describe_shape, load_arrays
+    from kernopt.evaluators.torch_family.evaluator import STARTUP_S, EvalFail
 
     checks = [Check("load", True, f"{task.target} task, solution {task.kernel}, reference {task.reference}, "
                     f"shapes over {', '.join(task.shapes.vars)}")]
@@ -242,7 +243,7 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
         ver = Verification()
         ev.verify(source, ver, check_ops=False, ext=ext)
         checks.append(Check("baseline", True, f"baseline verifies at {len(ver.shapes)} shapes x {ver.seeds} seeds on {dev.label}"))
-    except _Fail as f:
+    except EvalFail as f:
         return [*checks, Check("baseline", False, f"baseline solution: {f.status}: {f.reason}")]
     if not dev.cuda:
         checks.append(Check("timing", True, "no GPU here: the timing shape is not checked", warning=True))

@@ -8,7 +8,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from kernopt.evaluators.compare import Call, ReportError, compare, keyed_hash, load_outputs, read_report
+from kernopt.evaluators.c_family.compare import Call, ReportError, compare, keyed_hash, load_outputs, read_report
 from kernopt.task import Verify
 
 LOOSE = {"rtol": 0.0, "atol": 0.0, "norm_rtol": 1.0}
@@ -246,7 +246,7 @@ def test_keyed_hash_matches_the_monitor(tmp_path: Path) -> None:
 
     if shutil.which("gcc") is None:
         pytest.skip("needs gcc")
-    src = Path(__file__).resolve().parent.parent / "kernopt" / "evaluators" / "c"
+    src = Path(__file__).resolve().parent.parent / "kernopt" / "evaluators" / "c_family" / "c"
     prog = tmp_path / "nh"
     harness = tmp_path / "nh.c"
     harness.write_text('#include <stdio.h>\n#define main monitor_main\n#include "monitor.c"\n#undef main\n'

@@ -1,4 +1,4 @@
-"""CUDA targets: tasks/cuda, nvcc (kernopt/evaluators/nvcc.py), the cuda-c evaluator and its object gate.
+"""CUDA targets: tasks/cuda, nvcc (kernopt/evaluators/c_family/nvcc.py), the cuda-c evaluator and its object gate.
 
 Without a GPU (here) cuda-c candidates are compiled, inspected and linked but never run: evaluating
 one ends `unverified` with its ptxas resources. The tests marked `gpu` run the verify/time path and
@@ -24,9 +24,9 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import ToolMissing
 from kernopt.evaluators import get_evaluator
-from kernopt.evaluators.cuda_c import NO_GPU, CudaCEvaluator, parse_gpu_query
+from kernopt.evaluators.c_family.cuda_c import NO_GPU, CudaCEvaluator, parse_gpu_query
+from kernopt.evaluators.c_family.nvcc import NvccOutcome, compile_cuda_sources, describe_resources, nvcc_available, parse_ptxas, uses_torch
 from kernopt.evaluators.knobs import apply_knobs, declared_knobs
-from kernopt.evaluators.nvcc import NvccOutcome, compile_cuda_sources, describe_resources, nvcc_available, parse_ptxas, uses_torch
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import ExecResult, get_sandbox
 from kernopt.task import Task, TorchTask, load_task
@@ -65,7 +65,7 @@ def module_string(source: str, name: str) -> str:
 def solution_cuda_sources(source: str) -> list[str]:
     """The CUDA sources a solution hands to load_inline: the Python gate's extraction where it exists."""
     try:
-        from kernopt.evaluators.py_gate import cuda_sources
+        from kernopt.evaluators.torch_family.py_gate import cuda_sources
     except ImportError:
         return [module_string(source, "CUDA_SRC")]
     found = cuda_sources(source)

@@ -17,7 +17,7 @@ from kernopt.prompts import render, shared
 from kernopt.task import load_task
 from tests.conftest import REPO
 
-pytest.importorskip("kernopt.evaluators.py_gate")
+pytest.importorskip("kernopt.evaluators.torch_family.py_gate")
 
 VECTOR_ADD = REPO / "tasks" / "triton" / "vector_add"
 SAXPY = REPO / "tasks" / "cuda" / "saxpy"

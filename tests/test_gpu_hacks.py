@@ -26,9 +26,9 @@ import pytest
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators import torch_family
 from kernopt.evaluators.result import EvalResult
-from kernopt.evaluators.torch_family import INTERPRETER, TorchEvaluator
+from kernopt.evaluators.torch_family import evaluator as torch_family
+from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Shapes, TorchTask, TorchTiming, load_task
 from tests.conftest import REPO, enterable_tmpdir

@@ -17,9 +17,9 @@ import pytest
 
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators import EvalFail, SandboxedEvaluator
-from kernopt.evaluators.torch_compare import fallback_op
-from kernopt.evaluators.torch_family import Device, TorchEvaluator
+from kernopt.evaluators.base import EvalFail, SandboxedEvaluator
+from kernopt.evaluators.torch_family.compare import fallback_op
+from kernopt.evaluators.torch_family.evaluator import Device, TorchEvaluator
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, TorchTask, load_task
 from kernopt.task_check import c_timing_check
@@ -111,7 +111,7 @@ def test_a_cuda_tasks_starting_kernel_is_built_once_per_evaluator(workroot: Path
         raise Stop
 
     monkeypatch.setattr(ev, "run_role", run_role)
-    from kernopt.evaluators.torch_timing import time_rounds
+    from kernopt.evaluators.torch_family.timing import time_rounds
 
     with pytest.raises(Stop):
         time_rounds(ev, task.baseline_source(), 2, ext=workroot / "candidate-ext")
@@ -168,7 +168,7 @@ def test_a_c_family_remeasurement_carries_the_review_flags(small_task: Path, wor
     """The summary reports the re-measurement's flags: saxpy's 485x on the H100 (a 1-block starting kernel)
     came without implausible_speedup, which only evaluate() used to set."""
     from kernopt.candidate import Candidate
-    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
     from kernopt.evaluators.result import TimingStats
 
     task = load_task(small_task)

@@ -21,7 +21,7 @@ import pytest
 
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
-from kernopt.evaluators.c_family import CFamilyEvaluator
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import Limits, get_sandbox
 from kernopt.task import Task, load_task

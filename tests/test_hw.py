@@ -399,7 +399,7 @@ def test_evaluation_carries_the_roofline_only_with_a_table(small_task: Path, tmp
 def test_evaluator_without_a_cached_profile_has_no_figures(small_task: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """An evaluation never probes: with nothing cached (and none given) a timed result simply has no roofline."""
     from kernopt.config import EvalConfig
-    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
     from kernopt.sandbox.local import LocalSandbox
 
     monkeypatch.setenv("KERNOPT_HW_CACHE", str(tmp_path / "empty"))

@@ -12,7 +12,7 @@ from kernopt.agent.cloops import _PARSER, _walk
 from kernopt.agent.interchange import LARGE, array_stride, interchanges, stride
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
-from kernopt.evaluators.c_family import CFamilyEvaluator
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.sandbox import get_sandbox
 from kernopt.task import load_task
 from tests.conftest import enterable_tmpdir

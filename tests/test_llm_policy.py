@@ -20,14 +20,14 @@ from kernopt.agent.extract import extract_code, extract_json
 from kernopt.agent.llm import Idea, LLMPolicy, allowed_knobs, parse_plan
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
+from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.evaluators.result import EvalResult, TimingStats, Verification
-from kernopt.evaluators.static_gate import check_source
 from kernopt.model import Completion, Message, ModelBudgetExhausted, ModelError, Spend
 from kernopt.prompts import best_so_far, render
 from kernopt.task import Task, load_task
 
 SMALL_GEMM = Path(__file__).resolve().parent / "data" / "small_gemm"
-HEADERS = Path(__file__).resolve().parents[1] / "kernopt" / "evaluators" / "c"
+HEADERS = Path(__file__).resolve().parents[1] / "kernopt" / "evaluators" / "c_family" / "c"
 
 Answer = str | Completion | Exception | Callable[[list[Message]], str]
 

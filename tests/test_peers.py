@@ -19,7 +19,7 @@ from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators import EvalFail, stats
-from kernopt.evaluators.c_family import CFamilyEvaluator, Toolchain
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, Toolchain
 from kernopt.sandbox import get_sandbox
 from kernopt.task import load_task
 from tests.conftest import REPO, enterable_tmpdir, needs

@@ -1,4 +1,4 @@
-"""The Python static gate (kernopt/evaluators/py_gate.py): each rule with a minimal rejected source and
+"""The Python static gate (kernopt/evaluators/torch_family/py_gate.py): each rule with a minimal rejected source and
 the part of the message that names it, adversarial bypass attempts, and controls that must pass.
 Nothing here imports or runs a solution."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.evaluators.py_gate import CUDA_INCLUDES, check_python_source, cuda_sources
-from kernopt.evaluators.static_gate import MAX_SOURCE_BYTES
+from kernopt.evaluators.c_family.static_gate import MAX_SOURCE_BYTES
+from kernopt.evaluators.torch_family.py_gate import CUDA_INCLUDES, check_python_source, cuda_sources
 from kernopt.task import TorchTask, load_task
 
 REPO = Path(__file__).resolve().parent.parent

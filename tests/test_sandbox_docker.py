@@ -470,7 +470,7 @@ def test_check_measures_limits() -> None:
 def test_evaluation_end_to_end(sandbox: DockerSandbox) -> None:
     from kernopt.candidate import Candidate
     from kernopt.config import EvalConfig
-    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
     from kernopt.evaluators.result import EvalResult
     from kernopt.optimize import baseline_candidate
     from kernopt.task import load_task

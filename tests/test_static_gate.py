@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from kernopt.candidate import Candidate
-from kernopt.evaluators.static_gate import MAX_SOURCE_BYTES, check_object, check_source, strip_comments_and_strings
+from kernopt.evaluators.c_family.static_gate import MAX_SOURCE_BYTES, check_object, check_source, strip_comments_and_strings
 from kernopt.task import Task, load_task
 
 HACKS = Path(__file__).resolve().parent / "hacks"

@@ -22,10 +22,11 @@ import pytest
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators import torch_family
 from kernopt.evaluators.result import EvalResult, Verification
-from kernopt.evaluators.torch_compare import Comparison, consistent, fallback_op, load_arrays, read_run
-from kernopt.evaluators.torch_family import INTERPRETER, TorchEvaluator, _Fail
+from kernopt.evaluators.torch_family import evaluator as torch_family
+from kernopt.evaluators.torch_family.compare import Comparison, consistent, fallback_op, load_arrays, read_run
+from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import EvalFail as _Fail
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Shapes, TorchTask, TorchTiming, TorchVerify, load_task
 from tests.conftest import REPO, enterable_tmpdir
@@ -122,7 +123,7 @@ def test_dynamic_fallback_check_without_gate(ev: TorchEvaluator, no_gate: None) 
 
 def test_fallback_rejected_with_gate(ev: TorchEvaluator) -> None:
     if torch_family._optional("py_gate") is None:
-        pytest.skip("kernopt.evaluators.py_gate is not there yet")
+        pytest.skip("kernopt.evaluators.torch_family.py_gate is not there yet")
     r = evaluate(ev, edit("        return out", "        return a + b"))
     assert r.status == "rejected", show(r)
 
@@ -293,7 +294,7 @@ def cuda_task(workroot: Path) -> TorchTask:
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_without_gpu_is_compiled_only(ev: TorchEvaluator, cuda_task: TorchTask, workroot: Path) -> None:
     if torch_family._optional("py_gate") is None or torch_family._optional("nvcc") is None:
-        pytest.skip("needs kernopt.evaluators.py_gate and nvcc")
+        pytest.skip("needs kernopt.evaluators.torch_family.py_gate and nvcc")
     cev = TorchEvaluator(cuda_task, ev.sandbox, EvalConfig(), workroot / "cuda")
     try:
         r = cev.evaluate(Candidate(files={"solution.py": CUDA_SOLUTION}))

@@ -11,7 +11,7 @@ import pytest
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators.result import EvalResult
-from kernopt.evaluators.torch_family import TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Shapes, TorchTask, TorchTiming, load_task
 from tests.conftest import REPO, enterable_tmpdir

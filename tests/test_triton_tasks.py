@@ -19,7 +19,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
 from kernopt.evaluators.knobs import declared_knobs
-from kernopt.evaluators.torch_family import INTERPRETER, TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
 from kernopt.sandbox.local import LocalSandbox
 from kernopt.task import TorchTask, load_task
 from tests.conftest import REPO, enterable_tmpdir
@@ -93,7 +93,7 @@ def test_task_loads_and_is_consistent(path: Path) -> None:
 
 @pytest.mark.parametrize("path", TASK_DIRS, ids=IDS)
 def test_starting_kernel_passes_the_static_gate(path: Path) -> None:
-    py_gate = pytest.importorskip("kernopt.evaluators.py_gate")
+    py_gate = pytest.importorskip("kernopt.evaluators.torch_family.py_gate")
     task = _load(path)
     assert py_gate.check_python_source(task, task.baseline_source()) is None
 

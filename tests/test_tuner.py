@@ -13,14 +13,14 @@ from kernopt.agent.tuner import TunerPolicy
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import TaskError
-from kernopt.evaluators.c_family import CFamilyEvaluator
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.evaluators.result import EvalResult, Roofline
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, Tunable, load_task
 from tests.conftest import enterable_tmpdir
 
 ROOT = Path(__file__).resolve().parents[1]
-HEADERS = ROOT / "kernopt/evaluators/c"
+HEADERS = ROOT / "kernopt/evaluators/c_family/c"
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
 
 

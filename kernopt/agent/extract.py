@@ -21,7 +21,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any
 
-from kernopt.evaluators.static_gate import strip_comments_and_strings
+from kernopt.evaluators.c_family.static_gate import strip_comments_and_strings
 
 _FENCE = re.compile(r"^[ \t]{0,3}(`{3,}|~{3,})[ \t]*([^\n`]*?)[ \t]*$")
 _EXT = r"(?:c|h|cc|cpp|cxx|c\+\+|hpp|hh|hxx|cu|cuh|py|f90|f|s)"

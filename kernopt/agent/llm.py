@@ -26,7 +26,7 @@ from kernopt.agent.base import Critic, Critique, SearchState
 from kernopt.agent.extract import extract_code, extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators import static_check
-from kernopt.evaluators.static_gate import check_source
+from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.model import Completion, Message, Model
 from kernopt.prompts import knobs, one_line, outcome, render, shared
 from kernopt.task import AnyTask as Task

@@ -14,32 +14,33 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from kernopt.errors import InfraError
+from kernopt.evaluators.base import EvalFail, new_seed, tail
 from kernopt.evaluators.result import KernelResources
 
 if TYPE_CHECKING:
-    from kernopt.evaluators.torch_family import Device, TorchEvaluator
+    from kernopt.evaluators.torch_family.evaluator import Device, TorchEvaluator
 
 
 def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
     """Compile the CUDA sources with nvcc for their ptxas report. Without a GPU this is the whole
     evaluation (a failure is a compile_error); on a GPU load_inline is the authority, so a failure
     here only means no report. The trusted baseline may have no CUDA at all (an imported eager model)."""
-    from kernopt.evaluators.torch_family import _Fail, _optional, _tail
+    from kernopt.evaluators.torch_family.evaluator import _optional
 
     gate, nvcc = _optional("py_gate"), _optional("nvcc")
     if gate is None or nvcc is None:
         if dev.cuda:
             return []
-        raise InfraError("kernopt.evaluators.py_gate and nvcc are needed to compile cuda candidates without a GPU")
+        raise InfraError("kernopt.evaluators.torch_family.py_gate and nvcc are needed to compile cuda candidates without a GPU")
     sources = gate.cuda_sources(source)
     if trusted and (isinstance(sources, str) or not sources):
         return []
     if isinstance(sources, str):
-        raise _Fail("rejected", sources)
-    d = ev._new_dir("nvcc")
+        raise EvalFail("rejected", sources)
+    d = ev.new_dir("nvcc")
     try:
         outcome = nvcc.compile_cuda_sources(sources, dev.arch if dev.cuda else ev.task.build.arch,
-                                            lambda cmd, cwd, timeout: ev._run(cmd, cwd, timeout, memory_mb=None), d,
+                                            lambda cmd, cwd, timeout: ev.run_step(cmd, cwd, timeout, memory_mb=None), d,
                                             ev.task.build.timeout_s, torch_includes=[f"-I{p}" for p in dev.includes] or None)
     except InfraError:
         if dev.cuda:
@@ -50,23 +51,22 @@ def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool =
     if not outcome.ok and not dev.cuda:
         if outcome.error.startswith("nvcc not found"):
             raise InfraError(outcome.error)
-        raise _Fail("compile_error", f"CUDA source does not compile: {outcome.error or 'nvcc failed'}", _tail(outcome.log))
+        raise EvalFail("compile_error", f"CUDA source does not compile: {outcome.error or 'nvcc failed'}", tail(outcome.log))
     return list(outcome.resources) if outcome.ok else []
 
 
 def build_extension(ev: TorchEvaluator, source: str) -> Path:
     """Build the candidate's CUDA extension (import solution.py, construct ModelNew) in a build step;
     returns a copy of its TORCH_EXTENSIONS_DIR, in a directory no sandboxed run can write."""
-    from kernopt.evaluators.torch_family import _Fail, _seed, _tail
 
     timeout = ev.task.build.timeout_s
-    job = {"groups": [{"shape": dict(ev.task.shapes.check[0]), "init_seed": _seed(), "seeds": []}]}
+    job = {"groups": [{"shape": dict(ev.task.shapes.check[0]), "init_seed": new_seed(), "seeds": []}]}
     run, d, r = ev.run_role("candidate", "build", job, timeout, source=source)
     try:
         if r.timed_out:
-            raise _Fail("compile_error", f"building the CUDA extension timed out after {timeout:.0f}s", _tail(r.stderr))
+            raise EvalFail("compile_error", f"building the CUDA extension timed out after {timeout:.0f}s", tail(r.stderr))
         ev._check(run, r, "the extension build", timeout)
-        out = ev._new_dir("ext")
+        out = ev.new_dir("ext")
         if (d / "ext").is_dir():
             shutil.copytree(d / "ext", out / "ext", symlinks=True)
         else:

@@ -19,25 +19,25 @@ from typing import TYPE_CHECKING
 
 from kernopt.errors import InfraError
 from kernopt.evaluators import stats
+from kernopt.evaluators.base import EvalFail, describe_exit, new_seed, tail
 from kernopt.evaluators.result import TimingStats
-from kernopt.evaluators.torch_compare import Comparison, RunnerRun, consistent, describe_shape, load_arrays
+from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, consistent, describe_shape, load_arrays
 
 if TYPE_CHECKING:
-    from kernopt.evaluators.torch_family import TorchEvaluator
+    from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
 
 _rng = secrets.SystemRandom()
 _ROLE = {"baseline": "baseline", "candidate": "candidate", "eager": "reference", "compile": "compile"}
 
 
 def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
-    from kernopt.evaluators.torch_family import _exit, _Fail, _seed, _tail
 
     task, cfg, tt = ev.task, ev.config, ev.task.timing
     dev = ev.device()
     shape = dict(task.shapes.timing)
     where = f"timing shape {describe_shape(shape) or '(reference.py defaults)'}"
     reps = cfg.reps or tt.reps
-    job = {"shape": shape, "init_seed": _seed(), "seeds": [_seed() for _ in range(tt.warmup + reps)], "rotate": tt.rotate,
+    job = {"shape": shape, "init_seed": new_seed(), "seeds": [new_seed() for _ in range(tt.warmup + reps)], "rotate": tt.rotate,
            "warmup": tt.warmup, "reps": reps, "flush_l2": tt.flush_l2, "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
     extras = (["eager"] if tt.compare_eager else []) + (["compile"] if tt.compare_compile and dev.cuda else [])
     per: dict[str, list[list[float]]] = {who: [] for who in ("baseline", "candidate", *extras)}
@@ -69,7 +69,7 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                         if who == "compile":
                             compile_ok = False
                             continue
-                        why = run.error["error"] if run.error else f"{_exit(r)}: {_tail(r.stderr, 3)}"
+                        why = run.error["error"] if run.error else f"{describe_exit(r)}: {tail(r.stderr, 3)}"
                         raise InfraError(f"the {who} process failed while timing at {where}: {why}")
                     if who == "compile" and compile_cache is None:
                         compile_cache = d
@@ -84,13 +84,13 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                 for i in sorted({*checked, first + reps - 1}):
                     want, have = truth[0].timed.get(i), got[0].timed.get(i)
                     if want is None or have is None:
-                        raise _Fail("runtime_error", f"no output recorded for timed call {i + 1} [round {rnd + 1}, {where}]")
+                        raise EvalFail("runtime_error", f"no output recorded for timed call {i + 1} [round {rnd + 1}, {where}]")
                     why = Comparison(task.verify).mismatch(have.outputs, load_arrays(got[1], have.file),
                                                            want.outputs, load_arrays(truth[1], want.file))
                     if why:
-                        raise _Fail("wrong_answer", f"{why} [timed call {i + 1}, round {rnd + 1}, {where}, seed {have.seed}]")
+                        raise EvalFail("wrong_answer", f"{why} [timed call {i + 1}, round {rnd + 1}, {where}, seed {have.seed}]")
             except (OSError, ValueError, KeyError) as e:
-                raise _Fail("runtime_error", f"a timed output is unreadable ({type(e).__name__}: {e})") from None
+                raise EvalFail("runtime_error", f"a timed output is unreadable ({type(e).__name__}: {e})") from None
             finally:
                 ev._cleanup(*(d for _, d in runs.values()))
             if rnd >= 1 and stats.median(per["candidate"]) > cfg.early_stop_ratio * stats.median(per["baseline"]):

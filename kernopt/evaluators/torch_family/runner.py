@@ -81,7 +81,7 @@ def _ops_mode():
     return _ops_mode_class()
 
 
-class _Fail(Exception):
+class EvalFail(Exception):
     def __init__(self, phase, exc, where=None):
         super().__init__(phase)
         self.phase, self.exc, self.where = phase, exc, where or {}
@@ -151,7 +151,7 @@ class Runner:
         try:
             self.ref = _load("reference", self.job["reference"])
         except Exception as e:
-            raise _Fail("reference", e) from None
+            raise EvalFail("reference", e) from None
         if self.role in ("baseline", "candidate"):
             if self.job.get("prebuilt"):
                 _install_prebuilt_extensions()
@@ -159,7 +159,7 @@ class Runner:
                 self.solution = _load("solution", self.job["source"])
                 self.solution.ModelNew  # noqa: B018 - an AttributeError here is the candidate's
             except BaseException as e:  # noqa: BLE001 - SystemExit from the candidate's import is its failure too
-                raise _Fail("import", e) from None
+                raise EvalFail("import", e) from None
 
     def set_shape(self, shape):
         for var, value in shape.items():
@@ -175,14 +175,14 @@ class Runner:
             torch.manual_seed(init_seed)
             ref_model = self.ref.Model(*init)
         except Exception as e:
-            raise _Fail("reference", e, where) from None
+            raise EvalFail("reference", e, where) from None
         if self.role in ("reference", "compile"):
             m = ref_model.to(self.device)
             if self.role == "compile":
                 try:
                     m = torch.compile(m)
                 except Exception as e:
-                    raise _Fail("compile", e, where) from None
+                    raise EvalFail("compile", e, where) from None
             return m
         try:
             torch.manual_seed(init_seed)
@@ -192,7 +192,7 @@ class Runner:
                 m.load_state_dict(want)  # KernelBench convention: the same weights as the reference
             return m.to(self.device)
         except BaseException as e:  # noqa: BLE001
-            raise _Fail("init", e, where) from None
+            raise EvalFail("init", e, where) from None
 
     def inputs(self, seed, where, mode=None, on_device=False):
         try:
@@ -207,7 +207,7 @@ class Runner:
                 xs = list(self.ref.get_inputs())
             return self.to_device(xs)
         except Exception as e:
-            raise _Fail("inputs", e, where) from None
+            raise EvalFail("inputs", e, where) from None
 
     # ------------------------------------------------------------ outputs
     def save(self, out, filename):
@@ -290,7 +290,7 @@ class Runner:
                             out = model(*xs)
                     self.sync()
                 except BaseException as e:  # noqa: BLE001
-                    raise _Fail("call", e, where) from None
+                    raise EvalFail("call", e, where) from None
                 rec = {"call": n, "shape": shape, "seed": seed, "file": f"out{n}.npz"}
                 rec["mutated"] = self.mutated(before, xs) if cand else None
                 rec["outputs"] = self.save(out, rec["file"])
@@ -345,7 +345,7 @@ class Runner:
                         w1 = _perf()
                         t = w1 - w0
             except BaseException as e:  # noqa: BLE001
-                raise _Fail("call", e, where) from None
+                raise EvalFail("call", e, where) from None
             if not (isinstance(t, float) and math.isfinite(t)):
                 t = float("nan")
             self.emit({"rep": i, "warmup": i < job["warmup"], "time": t, "wall": w1 - w0})
@@ -378,7 +378,7 @@ def main(argv):
     runner = Runner(job, nonce)
     try:
         runner.run()
-    except _Fail as f:
+    except EvalFail as f:
         runner.emit({"error": _one_line(f.exc), "phase": f.phase, "build": _build_failure(f.exc), **f.where,
                      "trace": "".join(traceback.format_exception(f.exc))[-3000:]})
         return 1

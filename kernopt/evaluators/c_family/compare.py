@@ -1,6 +1,6 @@
 """Read the trusted monitor's report and compare candidate outputs with reference outputs.
 
-The monitor (kernopt/evaluators/c/monitor.c) is the only writer of the report, but the files beside
+The monitor (kernopt/evaluators/c_family/c/monitor.c) is the only writer of the report, but the files beside
 it lie in a directory the measured program could write, and a malformed report must never raise:
 every record is validated strictly, file names are built here from the call index, and every output
 file must have the size the layout says and the keyed hash the monitor recorded when it wrote it.

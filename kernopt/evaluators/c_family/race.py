@@ -15,10 +15,11 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Literal
 
 from kernopt.candidate import Candidate
-from kernopt.evaluators.static_gate import strip_comments_and_strings
+from kernopt.evaluators.base import Binary
+from kernopt.evaluators.c_family.static_gate import strip_comments_and_strings
 
 if TYPE_CHECKING:
-    from kernopt.evaluators.c_family import CFamilyEvaluator
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 
 RACE_MARK = "WARNING: ThreadSanitizer: data race"
 TSAN_OPTIONS = "history_size=7 ignore_noninstrumented_modules=1 halt_on_error=0 exitcode=66 report_signal_unsafe=0"
@@ -33,8 +34,6 @@ def _excerpt(stderr: str) -> str:
 
 def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
     """Build the candidate under ThreadSanitizer and run it at a small size. Returns (verdict, detail)."""
-    from kernopt.evaluators.c_family import Binary
-
     task = ev.task
     code = strip_comments_and_strings(candidate.files[task.kernel])
     if "omp" not in code:
@@ -43,7 +42,7 @@ def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
         return "unavailable", "race check is not run for mpi+openmp targets"
     if ev.sandbox.name == "local" and shutil.which("clang") is None:  # the sandbox image has clang
         return "unavailable", "clang not installed (apt-get install clang libomp-dev)"
-    d = ev._new_dir("race")
+    d = ev.new_dir("race")
     try:
         harness = ev.stage_trusted_sources(d)
         (d / "kernel.c").write_text(candidate.files[task.kernel])
@@ -56,10 +55,10 @@ def check(ev: CFamilyEvaluator, candidate: Candidate) -> tuple[Verdict, str]:
             exe = f"race{opt}"
             compile_ = [*flags, "-c", "kernel.c", "-o", "kernel.o"]
             link = [*flags, "-I.", "-DKO_NO_SECCOMP", "driver.c", harness, "kernel.o", "-lm", "-o", exe]
-            r = ev._run(["sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"], d, ev.config.build_timeout_s)
+            r = ev.run_step(["sh", "-c", f"{shlex.join(compile_)} && {shlex.join(link)}"], d, ev.config.build_timeout_s)
             if not r.ok:
                 return "unavailable", f"ThreadSanitizer build failed: {r.stderr.strip().splitlines()[-1:] or r.stderr}"
-            b_path = ev._new_dir("race-bin") / exe
+            b_path = ev.new_dir("race-bin") / exe
             shutil.copy(d / exe, b_path)
             try:
                 for t in threads:

@@ -20,7 +20,7 @@ from typing import Any
 import numpy as np
 
 from kernopt.evaluators import stats
-from kernopt.evaluators.compare import compare
+from kernopt.evaluators.c_family.compare import compare
 from kernopt.task import TorchVerify
 
 # aten ops that allocate, view or copy memory: a Triton or CUDA candidate needs them around its kernels

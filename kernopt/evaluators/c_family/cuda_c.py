@@ -23,11 +23,12 @@ from pathlib import Path
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import ToolMissing
-from kernopt.evaluators.c_family import Binary, CFamilyEvaluator, _Fail
-from kernopt.evaluators.compare import DriverRun
-from kernopt.evaluators.nvcc import describe_resources, parse_ptxas
+from kernopt.evaluators.base import Binary
+from kernopt.evaluators.c_family.compare import DriverRun
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, EvalFail
+from kernopt.evaluators.c_family.nvcc import describe_resources, parse_ptxas
+from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.evaluators.result import EvalResult, KernelResources, Verification
-from kernopt.evaluators.static_gate import check_source
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import Task
 
@@ -74,9 +75,9 @@ class CudaCEvaluator(CFamilyEvaluator):
         if not self._probed:
             self._probed = True
             if self.sandbox.name != "local" or shutil.which("nvidia-smi") is not None:
-                d = self._new_dir("probe")
+                d = self.new_dir("probe")
                 try:
-                    r = self._run(["sh", "-c", _PROBE], d, 60.0)
+                    r = self.run_step(["sh", "-c", _PROBE], d, 60.0)
                 finally:
                     shutil.rmtree(d, ignore_errors=True)
                 self._gpu = parse_gpu_query(r.stdout, self.task.build.arch) if r.ok else None
@@ -122,11 +123,11 @@ class CudaCEvaluator(CFamilyEvaluator):
         try:
             why = check_source(self.task, candidate)
             if why:
-                raise _Fail("rejected", why)
+                raise EvalFail("rejected", why)
             prog, _log = self.build(candidate)
             if not self.config.keep_workdirs:
                 shutil.rmtree(prog.parent, ignore_errors=True)
-        except _Fail as f:
+        except EvalFail as f:
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s={"build": time.monotonic() - t}, resources=self._resources)
         kernels = describe_resources(self._resources) or "no kernels reported"

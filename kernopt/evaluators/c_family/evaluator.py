@@ -25,13 +25,12 @@ from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, ToolMissing
-from kernopt.evaluators import EvalFail as _Fail
-from kernopt.evaluators import SandboxedEvaluator, race, stats
-from kernopt.evaluators import describe_exit as _describe_exit
-from kernopt.evaluators import tail as _tail
-from kernopt.evaluators.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
+from kernopt.evaluators import stats
+from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, tail
+from kernopt.evaluators.c_family import race
+from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
+from kernopt.evaluators.c_family.static_gate import check_object, check_source
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
-from kernopt.evaluators.static_gate import check_object, check_source
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import Task
 
@@ -58,18 +57,8 @@ class Toolchain:
     ldflags: tuple[str, ...] = ()  # added to the link (e.g. -lgomp for auto-parallelized code in a serial task)
 
 
-@dataclass
-class Binary:
-    """A linked driver+harness+kernel program, in a directory the sandbox cannot write."""
-
-    path: Path
-    threads: int
-    ranks: int
-    bind: str | None
-
-
 def driver_sources() -> Path:
-    return Path(str(resources.files("kernopt.evaluators") / "c"))
+    return Path(str(resources.files("kernopt.evaluators.c_family") / "c"))
 
 
 class CFamilyEvaluator(SandboxedEvaluator):
@@ -114,18 +103,18 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def _trusted_objects(self) -> Path:
         """driver.o and harness.o, compiled once per evaluator with the task's flags, and the monitor."""
         if self._trusted is None:
-            d = self._new_dir("trusted")
+            d = self.new_dir("trusted")
             harness = self.stage_trusted_sources(d)
             defines = ["-DKO_MPI"] * self.task.uses_mpi + ["-DKO_CUDA"] * self.task.uses_gpu
             for out, name, extra in (("driver.o", "driver.c", defines), ("harness.o", harness, [])):
-                r = self._run([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
+                r = self.run_step([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
                               d, self.config.build_timeout_s)
                 if not r.ok:
-                    raise InfraError(f"task harness does not build ({name}): {_tail(r.stderr, 5)}")
-            r = self._run(["gcc", "-O2", "-I.", "monitor.c", "-o", "monitor"], d, self.config.build_timeout_s)
+                    raise InfraError(f"task harness does not build ({name}): {tail(r.stderr, 5)}")
+            r = self.run_step(["gcc", "-O2", "-I.", "monitor.c", "-o", "monitor"], d, self.config.build_timeout_s)
             if not r.ok:
-                raise InfraError(f"kernopt's monitor does not build: {_tail(r.stderr, 5)}")
-            out_dir = self._new_dir("trusted-obj")
+                raise InfraError(f"kernopt's monitor does not build: {tail(r.stderr, 5)}")
+            out_dir = self.new_dir("trusted-obj")
             for name in ("driver.o", "harness.o", "monitor"):
                 shutil.copy(d / name, out_dir / name)
             shutil.rmtree(d, ignore_errors=True)
@@ -134,7 +123,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
 
     def build(self, candidate: Candidate) -> tuple[Path, str]:
         """Compile, inspect and link the candidate in one sandboxed step; returns (binary in a read-only
-        dir, build log). Raises _Fail. Only the compiler and binutils run here, never the candidate's code,
+        dir, build log). Raises EvalFail. Only the compiler and binutils run here, never the candidate's code,
         so one step is as safe as three (and a container step costs ~0.1 s)."""
         return self.build_with(candidate, None)
 
@@ -142,7 +131,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         """build(), with the kernel object compiled by `toolchain` (see Toolchain) when one is given;
         the trusted objects, the object gate and the link are the same."""
         trusted = self._trusted_objects()
-        d = self._new_dir("build")
+        d = self.new_dir("build")
         kernel_name = Path(self.task.kernel).name
         (d / kernel_name).write_text(candidate.files[self.task.kernel])
         for name in ("driver.o", "harness.o"):
@@ -154,24 +143,24 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     *self.link_flags, "-o", "prog"]
             script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
-            r = self._run(["sh", "-c", script], d, self.config.build_timeout_s)
+            r = self.run_step(["sh", "-c", script], d, self.config.build_timeout_s)
             compile_err, *rest = re.split(f"(?m)^{_LINK_MARK}\n", r.stderr, maxsplit=1)  # a line of its own: no diagnostic is
             linked, link_err = bool(rest), "".join(rest)
             log = f"$ {shlex.join(cc)}\n{r.stdout}{compile_err}" + (f"\n$ {shlex.join(link)}\n{link_err}" if linked else "")
             if r.timed_out:
-                raise _Fail("compile_error", f"compilation timed out after {self.config.build_timeout_s:.0f}s", log)
+                raise EvalFail("compile_error", f"compilation timed out after {self.config.build_timeout_s:.0f}s", log)
             inspected = [d / f for f in ("nm.txt", "sections.txt", "disassembly.txt")]
             if r.returncode == _INSPECT_FAILED and not linked:
-                raise _Fail("rejected", f"the compiled kernel could not be inspected: {_tail(compile_err, 1)[:300]}")
+                raise EvalFail("rejected", f"the compiled kernel could not be inspected: {tail(compile_err, 1)[:300]}")
             if not linked or not all(f.is_file() for f in inspected):
-                first = next((ln for ln in compile_err.splitlines() if "error" in ln), _tail(compile_err, 1) or _describe_exit(r))
-                raise _Fail("compile_error", f"{kernel_name} does not compile: {first.strip()[:300]}", _tail(compile_err))
+                first = next((ln for ln in compile_err.splitlines() if "error" in ln), tail(compile_err, 1) or describe_exit(r))
+                raise EvalFail("compile_error", f"{kernel_name} does not compile: {first.strip()[:300]}", tail(compile_err))
             why = check_object(self.task, *(f.read_text(errors="replace") for f in inspected))
             if why:
-                raise _Fail("rejected", why)
+                raise EvalFail("rejected", why)
             if not r.ok:
-                raise _Fail("compile_error", f"link failed: {_tail(link_err, 1)[:300]}", _tail(link_err))
-            bin_dir = self._new_dir("bin")
+                raise EvalFail("compile_error", f"link failed: {tail(link_err, 1)[:300]}", tail(link_err))
+            bin_dir = self.new_dir("bin")
             shutil.copy(d / "prog", bin_dir / "prog")
             os.chmod(bin_dir / "prog", 0o755)
             return bin_dir / "prog", log
@@ -184,7 +173,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             base = Candidate(files={self.task.kernel: self.task.baseline_source()}, author="baseline")
             try:
                 self._baseline, _ = self.build(base)
-            except _Fail as f:
+            except EvalFail as f:
                 raise InfraError(f"task baseline fails to build: {f.reason}") from None
         return self._baseline
 
@@ -213,7 +202,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         The plan says which calls to make: every seed at every size, or (timing) `warmup` calls whose
         outputs are not kept and then `reps` kept ones at the one size, call i with seeds[i] (the
         caller passes fresh seeds: reused seeds let a kernel replay cached answers)."""
-        d = self._new_dir("run")
+        d = self.new_dir("run")
         # Everything the command needs is in its own directory, named relative to it: a sandbox may
         # run it on another filesystem (a container's), and no run needs another run's files.
         for src, name in ((b.path, "prog"), (self._trusted_objects() / "monitor", "monitor")):
@@ -232,7 +221,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         (d / "plan").write_text("\n".join(lines) + "\n")
         cmd, env = self._launch(b, [])
         try:
-            r = self._run(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+            r = self.run_step(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
         finally:
             os.chmod(d, 0o700)  # its outputs stay out of reach of every later sandboxed run
         return read_report(r.stdout, nonce), d, r
@@ -240,15 +229,15 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def _check_run(self, run: DriverRun, r: ExecResult, where: str, timeout: float) -> None:
         if r.timed_out:
             hint = " (deadlock?)" if self.task.uses_mpi else ""
-            raise _Fail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", _tail(r.stderr))
+            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", tail(r.stderr))
         for call in run.calls:
             if call.mutated and not self.task.verify.allow_input_mutation:
-                raise _Fail("rejected", f"kernel modified its input {call.mutated!r} (n={call.n}, {where})")
+                raise EvalFail("rejected", f"kernel modified its input {call.mutated!r} (n={call.n}, {where})")
         if not r.ok or not run.complete:
-            why = run.error or (_describe_exit(r) if not r.ok else "exited before the harness finished")
+            why = run.error or (describe_exit(r) if not r.ok else "exited before the harness finished")
             if "SIGSYS" in why:
                 why += ": a system call the measured program may not make (see docs/verification.md)"
-            raise _Fail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr))
+            raise EvalFail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", tail(r.stderr))
 
     def _compare_dirs(self, run: DriverRun, d: Path, ref: DriverRun, ref_dir: Path, where: str,
                       ver: Verification) -> None:
@@ -260,10 +249,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
         covered = {(c.n, c.seed) for c in run.calls if c.file}
         missing = sorted(set(want) - covered)
         if missing:
-            raise _Fail("runtime_error", f"no output recorded for n={missing[0][0]} at {where}")
+            raise EvalFail("runtime_error", f"no output recorded for n={missing[0][0]} at {where}")
         for n, layout in run.layouts.items():
             if ref.layouts.get(n, layout) != layout:
-                raise _Fail("runtime_error", f"the buffer table at n={n} differs from the baseline's at {where}")
+                raise EvalFail("runtime_error", f"the buffer table at n={n} differs from the baseline's at {where}")
         for call in run.calls:
             if not call.file or (call.n, call.seed) not in want:
                 continue
@@ -271,12 +260,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 got = load_outputs(d, call, ref.layouts[call.n])
                 expected = load_outputs(ref_dir, want[(call.n, call.seed)], ref.layouts[call.n])
             except ReportError as e:
-                raise _Fail("runtime_error", f"{e} at {where}") from None
+                raise EvalFail("runtime_error", f"{e} at {where}") from None
             mismatch, abs_err, norm_err = compare(got, expected, self.task.verify)
             ver.max_abs_err = max(ver.max_abs_err or 0.0, abs_err)
             ver.max_rel_norm_err = max(ver.max_rel_norm_err or 0.0, norm_err)
             if mismatch:
-                raise _Fail("wrong_answer", f"{mismatch.message} [n={call.n}, {where}]")
+                raise EvalFail("wrong_answer", f"{mismatch.message} [n={call.n}, {where}]")
 
     # ---------------------------------------------------------------- evaluate
     def evaluate(self, candidate: Candidate) -> EvalResult:
@@ -305,7 +294,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         try:
             why = check_source(self.task, candidate)
             if why:
-                raise _Fail("rejected", why)
+                raise EvalFail("rejected", why)
             with placement.hold("shared", phases):  # building and checking run beside other evaluations
                 t = time.monotonic()
                 base = self.baseline_binary()
@@ -319,7 +308,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 if self.task.uses_openmp and self.config.race_check and self.task.verify.race_check:
                     ver.race_check, ver.race_detail = race.check(self, candidate)
                     if ver.race_check == "race":
-                        raise _Fail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
+                        raise EvalFail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
                 else:
                     ver.race_check = "skipped"
                 phases["race"] = time.monotonic() - t
@@ -341,7 +330,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
                               timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing)), None
-        except _Fail as f:
+        except EvalFail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s=phases), None
@@ -365,7 +354,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         ref, ref_dir, r = self.run_driver(self._binary(base, None, threads=1, ranks=1), sizes, seeds, False, timeout)
         try:
             if not (r.ok and ref.complete):
-                raise InfraError(f"baseline failed during verification: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
+                raise InfraError(f"baseline failed during verification: {describe_exit(r)}: {tail(r.stderr, 3)}")
             counts = self.task.verify.ranks if self.task.uses_mpi else (self.task.verify.threads if self.task.uses_openmp else [1])
             for _ in range(self.task.verify.repeat):
                 for k in counts:
@@ -411,7 +400,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                                                 warmup=task.timing.warmup, reps=reps)
                     dirs[who] = (run, d)
                     if who == "base" and not (r.ok and run.complete):
-                        raise InfraError(f"baseline failed while timing: {_describe_exit(r)}: {_tail(r.stderr, 3)}")
+                        raise InfraError(f"baseline failed while timing: {describe_exit(r)}: {tail(r.stderr, 3)}")
                     self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
                     per_process[who].append([c.time for c in run.calls if not c.warmup])
                     round_walls[who] = (r.wall_s, sum(c.time for c in run.calls))
@@ -452,7 +441,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         per_call = 0.005 * b.ranks if self.task.uses_mpi else 0.00025 * (b.threads if self.task.uses_openmp else 1)
         allowed = calls * per_call + 0.1 * inside
         if extra > allowed:
-            raise _Fail("rejected", f"computes outside the timed call: {extra * 1e3:.1f} ms of CPU per process beyond the "
+            raise EvalFail("rejected", f"computes outside the timed call: {extra * 1e3:.1f} ms of CPU per process beyond the "
                         f"baseline's between calls (allowed {allowed * 1e3:.1f} ms; {inside * 1e3:.1f} ms inside the calls)")
 
     def remeasure(self, candidate: Candidate) -> EvalResult:
@@ -471,7 +460,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 base = self.baseline_binary()
             with placement.hold("exclusive"):
                 timing = self.time(candidate, base, prog, self.config.remeasure_rounds)
-        except _Fail as f:
+        except EvalFail as f:
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
         finally:
             if prog is not None and not self.config.keep_workdirs:

@@ -21,8 +21,8 @@ import re
 import sys
 from typing import Any
 
-from kernopt.evaluators import cuda_gate
-from kernopt.evaluators.static_gate import MAX_SOURCE_BYTES, check_text, strip_comments_and_strings
+from kernopt.evaluators.c_family import cuda_gate
+from kernopt.evaluators.c_family.static_gate import MAX_SOURCE_BYTES, check_text, strip_comments_and_strings
 from kernopt.task import TorchTask
 
 IMPORTS = frozenset({"torch", "torch.nn", "torch.nn.functional", "triton", "triton.language", "triton.language.extra",

@@ -20,7 +20,7 @@ from pathlib import Path
 
 from pydantic import BaseModel, ConfigDict, Field
 
-from kernopt.evaluators import tail
+from kernopt.evaluators.base import tail
 from kernopt.evaluators.result import KernelResources
 from kernopt.sandbox import ExecResult
 

@@ -1,6 +1,6 @@
 """The torch-family evaluator (targets triton and cuda): static gate, build, verify, time.
 
-Every process runs in the sandbox, one per role (kernopt/evaluators/torch/runner.py): the reference
+Every process runs in the sandbox, one per role (kernopt/evaluators/torch_family/runner.py): the reference
 (Model: truth), the candidate (its ModelNew, knobs applied), the baseline (the task's solution.py as
 given, trusted: never gated or fallback-checked) and, when timing on a GPU, eager and torch.compile
 versions of the reference. This module decides what to run and judges the files the runner wrote.
@@ -27,13 +27,10 @@ from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators import EvalFail as _Fail
-from kernopt.evaluators import SandboxedEvaluator
-from kernopt.evaluators import describe_exit as _exit
-from kernopt.evaluators import tail as _tail
+from kernopt.evaluators.base import EvalFail, SandboxedEvaluator, describe_exit, new_seed, tail
 from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
-from kernopt.evaluators.torch_compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
+from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import TorchTask
 
@@ -81,15 +78,11 @@ class Device:
 
 
 def runner_source() -> Path:
-    return Path(str(resources.files("kernopt.evaluators") / "torch" / "runner.py"))
+    return Path(str(resources.files("kernopt.evaluators.torch_family") / "runner.py"))
 
 
 _PHASE = {"import": "importing solution.py", "init": "ModelNew(...)", "call": "ModelNew.forward", "inputs": "get_inputs()",
           "reference": "the reference", "compile": "torch.compile"}
-
-
-def _seed() -> int:
-    return secrets.randbits(62)
 
 
 class TorchEvaluator(SandboxedEvaluator):
@@ -116,13 +109,13 @@ class TorchEvaluator(SandboxedEvaluator):
     def device(self) -> Device:
         """Probe the sandbox once: is torch there, and is there a GPU?"""
         if self._device is None:
-            d = self._new_dir("probe")
+            d = self.new_dir("probe")
             try:
-                r = self._run([self.python, "-c", PROBE], d, 120.0, memory_mb=None)
+                r = self.run_step([self.python, "-c", PROBE], d, 120.0, memory_mb=None)
                 try:
                     info = json.loads(r.stdout.strip().splitlines()[-1])
                 except (json.JSONDecodeError, IndexError):
-                    raise InfraError(f"probing torch in the sandbox failed ({_exit(r)}): {_tail(r.stderr, 3)}") from None
+                    raise InfraError(f"probing torch in the sandbox failed ({describe_exit(r)}): {tail(r.stderr, 3)}") from None
             finally:
                 shutil.rmtree(d, ignore_errors=True)
             if "error" in info:
@@ -143,7 +136,7 @@ class TorchEvaluator(SandboxedEvaluator):
         """Run the trusted runner once, in a fresh directory; returns the parsed result, the directory, the exec result.
         `ext`: a built TORCH_EXTENSIONS_DIR to reuse; `carry`: caches of an earlier process of the same role."""
         dev = self.device()
-        d = self._new_dir(f"{role}-{mode}")
+        d = self.new_dir(f"{role}-{mode}")
         shutil.copy(runner_source(), d / "runner.py")
         shutil.copy(self.task.root / self.task.reference, d / "reference.py")
         if source is not None:
@@ -166,7 +159,7 @@ class TorchEvaluator(SandboxedEvaluator):
             if var in os.environ:
                 env[var] = os.environ[var]
         try:
-            r = self._run([self.python, "-I", "-B", "runner.py", "job.json"], d, timeout, env, memory_mb=None if dev.cuda else -1)
+            r = self.run_step([self.python, "-I", "-B", "runner.py", "job.json"], d, timeout, env, memory_mb=None if dev.cuda else -1)
         finally:
             os.chmod(d, 0o700)  # its files stay out of reach of every later sandboxed run
         return read_run(d / "result.jsonl", nonce), d, r
@@ -174,19 +167,19 @@ class TorchEvaluator(SandboxedEvaluator):
     def _check(self, run: RunnerRun, r: ExecResult, where: str, timeout: float, status_on_error: str = "runtime_error") -> None:
         """A candidate process that did not finish cleanly is a verdict."""
         if r.timed_out:
-            raise _Fail("timeout", f"timed out after {timeout:.0f}s at {where}", _tail(r.stderr))
+            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}", tail(r.stderr))
         err = run.error
         if err is not None:
             shape = f" [{describe_shape(err['shape'])}, seed {err.get('seed', '-')}]" if isinstance(err.get("shape"), dict) else ""
             phase = str(err.get("phase", ""))
             msg = str(err.get("error", ""))[:400]
-            log = str(err.get("trace", ""))[-3000:] + _tail(r.stderr, 10)
+            log = str(err.get("trace", ""))[-3000:] + tail(r.stderr, 10)
             if err.get("build") is True:
-                raise _Fail("compile_error", f"the extension does not build: {msg}", log)
-            raise _Fail(status_on_error, f"{_PHASE.get(phase, phase)} raised {msg}{shape} at {where}", log)
+                raise EvalFail("compile_error", f"the extension does not build: {msg}", log)
+            raise EvalFail(status_on_error, f"{_PHASE.get(phase, phase)} raised {msg}{shape} at {where}", log)
         if not r.ok or not run.complete:
-            why = _exit(r) if not r.ok else "exited before the runner finished"
-            raise _Fail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", _tail(r.stderr + r.stdout))
+            why = describe_exit(r) if not r.ok else "exited before the runner finished"
+            raise EvalFail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", tail(r.stderr + r.stdout))
 
     def _cleanup(self, *dirs: Path | None) -> None:
         if not self.config.keep_workdirs:
@@ -201,22 +194,22 @@ class TorchEvaluator(SandboxedEvaluator):
             return self._evaluate(candidate)
 
     def prepare(self, candidate: Candidate) -> tuple[str, bool]:
-        """The source to run (knobs applied) and whether it is the trusted baseline. Raises _Fail."""
+        """The source to run (knobs applied) and whether it is the trusted baseline. Raises EvalFail."""
         source = candidate.files.get(self.task.kernel)
         if source is None:
-            raise _Fail("rejected", f"candidate has no {self.task.kernel}")
+            raise EvalFail("rejected", f"candidate has no {self.task.kernel}")
         _syntax(self.task.kernel, source)
         try:
             source = apply_knobs(source, candidate.defines)
         except KnobError as e:
-            raise _Fail("rejected", str(e)) from None
+            raise EvalFail("rejected", str(e)) from None
         _syntax(self.task.kernel, source)
         trusted = source == self.task.baseline_source()
         if not trusted:
             gate = _optional("py_gate")
             why = gate.check_python_source(self.task, source) if gate is not None else None
             if why:
-                raise _Fail("rejected", why)
+                raise EvalFail("rejected", why)
         return source, trusted
 
     def _evaluate(self, candidate: Candidate) -> EvalResult:
@@ -256,7 +249,7 @@ class TorchEvaluator(SandboxedEvaluator):
                 phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
                               timing=timing, flags=self._flags(timing), phase_s=phases, resources=resources_)
-        except _Fail as f:
+        except EvalFail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s=phases, resources=resources_)
@@ -269,12 +262,12 @@ class TorchEvaluator(SandboxedEvaluator):
 
     # ---------------------------------------------------------------- cuda (kernopt/evaluators/torch_build.py)
     def nvcc_resources(self, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
-        from kernopt.evaluators.torch_build import nvcc_resources
+        from kernopt.evaluators.torch_family.build import nvcc_resources
 
         return nvcc_resources(self, source, dev, trusted)
 
     def build_extension(self, source: str) -> Path:
-        from kernopt.evaluators.torch_build import build_extension
+        from kernopt.evaluators.torch_family.build import build_extension
 
         return build_extension(self, source)
 
@@ -286,26 +279,26 @@ class TorchEvaluator(SandboxedEvaluator):
         if self._baseline_ext is None:
             try:
                 self._baseline_ext = self.build_extension(self.task.baseline_source())
-            except _Fail as f:
+            except EvalFail as f:
                 raise InfraError(f"the task's {self.task.kernel} does not build: {f.reason}") from None
         return self._baseline_ext
 
     # ---------------------------------------------------------------- verify
     def verify(self, source: str, ver: Verification, check_ops: bool = True, ext: Path | None = None) -> None:
-        """Reference and candidate at the check shapes plus drawn ones x seeds; raises _Fail."""
+        """Reference and candidate at the check shapes plus drawn ones x seeds; raises EvalFail."""
         task = self.task
         shapes: list[dict[str, int]] = []
         for s in [*task.shapes.check, *task.shapes.draw(secrets.SystemRandom())]:
             if dict(s) not in shapes:
                 shapes.append(dict(s))
-        groups = [{"shape": s, "init_seed": _seed(), "seeds": [_seed() for _ in range(task.verify.seeds)]} for s in shapes]
+        groups = [{"shape": s, "init_seed": new_seed(), "seeds": [new_seed() for _ in range(task.verify.seeds)]} for s in shapes]
         ver.shapes, ver.seeds = shapes, task.verify.seeds
         timeout = self.config.verify_timeout_s + STARTUP_S
         ref, ref_dir, r = self.run_role("reference", "verify", {"groups": groups, "record_ops": True}, timeout)
         cand_dir: Path | None = None
         try:
             if not (r.ok and ref.complete):
-                why = ref.error["error"] if ref.error else f"{_exit(r)}: {_tail(r.stderr, 3)}"
+                why = ref.error["error"] if ref.error else f"{describe_exit(r)}: {tail(r.stderr, 3)}"
                 raise InfraError(f"the reference failed during verification: {why}")
             want = {(describe_shape(c.shape), c.seed): c for c in ref.calls}
             for g in groups:
@@ -316,7 +309,7 @@ class TorchEvaluator(SandboxedEvaluator):
             self._check(run, r, "verification", timeout)
             for call in run.calls:
                 if call.mutated and not task.verify.allow_input_mutation:
-                    raise _Fail("rejected", f"ModelNew.forward modified its {call.mutated} [{describe_shape(call.shape)}, seed {call.seed}]")
+                    raise EvalFail("rejected", f"ModelNew.forward modified its {call.mutated} [{describe_shape(call.shape)}, seed {call.seed}]")
             cmp = Comparison(task.verify)
             try:
                 for call in run.calls:
@@ -325,16 +318,16 @@ class TorchEvaluator(SandboxedEvaluator):
                         continue
                     why = cmp.mismatch(call.outputs, load_arrays(cand_dir, call.file), ref_call.outputs, load_arrays(ref_dir, ref_call.file))
                     if why:
-                        raise _Fail("wrong_answer", f"{why} [{describe_shape(call.shape)}, seed {call.seed}]")
+                        raise EvalFail("wrong_answer", f"{why} [{describe_shape(call.shape)}, seed {call.seed}]")
             finally:
                 ver.max_abs_err, ver.max_rel_norm_err = cmp.max_abs_err, cmp.max_rel_norm_err
             missing = set(want) - {(describe_shape(c.shape), c.seed) for c in run.calls}
             if missing:
-                raise _Fail("runtime_error", f"no output recorded for {sorted(missing)[0][0]}")
+                raise EvalFail("runtime_error", f"no output recorded for {sorted(missing)[0][0]}")
             if check_ops:
                 self._check_ops(ref, run)
         except (OSError, ValueError, KeyError) as e:
-            raise _Fail("runtime_error", f"an output file is unreadable ({type(e).__name__}: {e})") from None
+            raise EvalFail("runtime_error", f"an output file is unreadable ({type(e).__name__}: {e})") from None
         finally:
             self._cleanup(ref_dir, cand_dir)
 
@@ -345,20 +338,20 @@ class TorchEvaluator(SandboxedEvaluator):
         if hit:
             op, theirs = hit
             if theirs:
-                raise _Fail("rejected", f"ModelNew.forward falls back to the reference's torch op {op}")
-            raise _Fail("rejected", f"ModelNew.forward computes with the torch op {op} instead of its own kernels "
+                raise EvalFail("rejected", f"ModelNew.forward falls back to the reference's torch op {op}")
+            raise EvalFail("rejected", f"ModelNew.forward computes with the torch op {op} instead of its own kernels "
                                     "(only allocation, view and copy glue may run in torch; the task's verify.allow_torch_ops lists exceptions)")
         ref_inputs = {(describe_shape(c.shape), c.seed): set(c.input_ops) for c in ref.calls}
         for c in run.calls:
             extra = sorted(set(c.input_ops) - ref_inputs.get((describe_shape(c.shape), c.seed), set()))
             if extra:
-                raise _Fail("rejected", f"get_inputs() ran {extra[0]} in the candidate's process only: the candidate intercepts input generation")
+                raise EvalFail("rejected", f"get_inputs() ran {extra[0]} in the candidate's process only: the candidate intercepts input generation")
 
     # ---------------------------------------------------------------- time
     def time(self, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
         """Interleave baseline and candidate processes (and eager / torch.compile references); the candidate's
         timed outputs are checked against the reference's. On a CPU this only exercises the plumbing."""
-        from kernopt.evaluators.torch_timing import time_rounds
+        from kernopt.evaluators.torch_family.timing import time_rounds
 
         return time_rounds(self, source, rounds, ext)
 
@@ -380,7 +373,7 @@ class TorchEvaluator(SandboxedEvaluator):
                     self.baseline_extension()
                 with placement.hold("exclusive"):
                     timing = self.time(source, self.config.remeasure_rounds, ext=ext)
-            except _Fail as f:
+            except EvalFail as f:
                 return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
             finally:
                 self._cleanup(ext.parent if ext is not None else None)
@@ -397,9 +390,9 @@ def _syntax(name: str, source: str) -> None:
     try:
         compile(source, name, "exec", dont_inherit=True)
     except SyntaxError as e:
-        raise _Fail("compile_error", f"{name} does not compile: line {e.lineno}: {e.msg}") from None
+        raise EvalFail("compile_error", f"{name} does not compile: line {e.lineno}: {e.msg}") from None
     except ValueError as e:  # null bytes
-        raise _Fail("compile_error", f"{name} does not compile: {e}") from None
+        raise EvalFail("compile_error", f"{name} does not compile: {e}") from None
 
 
 def _optional(name: str) -> Any:

@@ -6,7 +6,7 @@ file control. The object gate is the authority: after compiling, the kernel obje
 the task's kernel functions and may reference only an allow-list of math, memory, OpenMP and MPI
 symbols, and may not carry constructors or raw system-call instructions. Macro tricks that fool the
 text gate still have to get past the object gate. CUDA kernels (cuda-c) have rules of their own for
-nvcc's flags and generated machinery: kernopt/evaluators/cuda_gate.py.
+nvcc's flags and generated machinery: kernopt/evaluators/c_family/cuda_gate.py.
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from __future__ import annotations
 import re
 
 from kernopt.candidate import Candidate
-from kernopt.evaluators import cuda_gate
+from kernopt.evaluators.c_family import cuda_gate
 from kernopt.task import Task
 
 MAX_SOURCE_BYTES = 256 * 1024

@@ -1,0 +1,113 @@
+"""What every evaluator shares: the verdict exception, the sandboxed-step machinery, output excerpts,
+and the linked C-family program. The families build on these (c_family/, torch_family/); nothing here
+knows a target."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import secrets
+import signal
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from kernopt.config import EvalConfig
+from kernopt.errors import InfraError
+from kernopt.sandbox import ExecResult, Limits, Sandbox
+
+
+class EvalFail(Exception):
+    """Ends an evaluation early with a verdict (a status, one line of reason, a log excerpt)."""
+
+    def __init__(self, status: str, reason: str, log: str = "") -> None:
+        super().__init__(reason)
+        self.status, self.reason, self.log = status, reason, log
+
+
+def new_seed() -> int:
+    """A fresh seed nobody can predict (62 bits: every harness and the runner take it as a signed 64-bit)."""
+    return secrets.randbits(62)
+
+
+def tail(text: str, lines: int = 25) -> str:
+    """The last `lines` lines of a command's output."""
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def describe_exit(r: ExecResult) -> str:
+    """How a sandboxed command ended: 'exited with code 3', 'killed by SIGKILL'."""
+    if r.returncode is not None and r.returncode < 0:
+        try:
+            return f"killed by {signal.Signals(-r.returncode).name}"
+        except ValueError:
+            return f"killed by signal {-r.returncode}"
+    return f"exited with code {r.returncode}"
+
+
+class SandboxedEvaluator:
+    """What every evaluator shares: `self._sb` is the sandbox its steps run in (the evaluation's session,
+    docker: one container, inside `session()`; the evaluator's sandbox outside it), each step in a fresh
+    directory under `workroot`."""
+
+    sandbox: Sandbox
+    workroot: Path
+    config: EvalConfig
+    _sb: Sandbox
+    start_hint = ""  # appended to "sandbox could not start ..." (what the user can do about it)
+
+    @contextlib.contextmanager
+    def session(self) -> Iterator[None]:
+        """One sandbox session (docker: one container) for everything one evaluation runs."""
+        with self.sandbox.session(self.workroot) as sb:
+            self._sb = sb
+            try:
+                yield
+            finally:
+                self._sb = self.sandbox
+
+    def tool_dirs(self) -> list[str]:
+        """Directories searched first for tools in local-sandbox steps (see tool_env)."""
+        return []
+
+    def tool_env(self) -> dict[str, str]:
+        """What a local-sandbox step needs to find this machine's tools; nothing for other sandboxes (an
+        image has its own). The evaluator looks tools up on this process's PATH (nvcc, gcc, ninja beside
+        a venv's Python), so its steps search the same directories: a toolkit under /usr/local/cuda/bin
+        or a driver found only through LD_LIBRARY_PATH would otherwise be missing in the sandbox alone."""
+        if self.sandbox.name != "local":
+            return {}
+        from kernopt.sandbox.local import BASE_PATH
+
+        dirs = [*self.tool_dirs(), *os.environ.get("PATH", "").split(os.pathsep), *BASE_PATH.split(os.pathsep)]
+        env = {"PATH": os.pathsep.join(dict.fromkeys(d for d in dirs if os.path.isabs(d)))}
+        libs = [d for d in os.environ.get("LD_LIBRARY_PATH", "").split(os.pathsep) if os.path.isabs(d)]
+        if libs:
+            env["LD_LIBRARY_PATH"] = os.pathsep.join(dict.fromkeys(libs))
+        return env
+
+    def run_step(self, cmd: list[str], cwd: Path, timeout: float, env: dict[str, str] | None = None,
+             memory_mb: int | None = -1) -> ExecResult:
+        """One sandboxed step under the config's limits (memory_mb -1: the config's; None: no limit)."""
+        limits = Limits(wall_s=timeout, memory_mb=self.config.memory_mb if memory_mb == -1 else memory_mb)
+        r = self._sb.run(cmd, cwd, limits, {**self.tool_env(), **(env or {})})
+        if r.returncode is None and not r.timed_out:
+            raise InfraError(f"sandbox could not start {cmd[0]}: {r.stderr.strip()[:200]}{self.start_hint}")
+        return r
+
+    def new_dir(self, label: str) -> Path:
+        d = self.workroot / f"{label}-{uuid.uuid4().hex[:8]}"
+        d.mkdir(parents=True)
+        os.chmod(d, 0o755)
+        return d
+
+
+@dataclass
+class Binary:
+    """A linked driver+harness+kernel program, in a directory the sandbox cannot write, and how to run it."""
+
+    path: Path
+    threads: int
+    ranks: int
+    bind: str | None

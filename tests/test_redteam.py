@@ -158,11 +158,12 @@ def evaluate(ev: CFamilyEvaluator, source: str, planted: Secrets) -> EvalResult:
 
 
 def assert_verdict(r: EvalResult, status: str, why: str) -> None:
-    """`why`: a regular expression the reason must contain."""
-    assert r.status == status, show(r)
+    """`status`: the status, or statuses as a regular expression ("rejected|ok"); `why`: a regular
+    expression the reason must contain."""
+    assert re.fullmatch(status, r.status), show(r)
     assert re.search(why, r.reason), show(r)
     assert not r.faster, show(r)  # never a verified speedup
-    if status != "ok":
+    if r.status != "ok":
         assert r.speedup is None and r.reward < 0, show(r)
 
 
@@ -199,9 +200,7 @@ CASES = [
     # 4: libc reached by pointer from allowed symbols; MPI spawn; a team left running.
     Case("rd1_libc_shell.c", SMALL_GEMM, "runtime_error", "system call"),
     Case("rd1_libc_read_host_file.c", SMALL_GEMM, "wrong_answer", "got 777"),  # 777: the open was refused
-    Case("rd2_mpi_libc_shell.c", SMALL_DOT, "runtime_error", "system call",
-         weakness="under mpirun a rank killed by SIGSYS surfaces as mpirun's exit code 159 (128 + SIGSYS): the reason "
-                  "does not say that a forbidden system call was made"),
+    Case("rd2_mpi_libc_shell.c", SMALL_DOT, "runtime_error", "system call"),  # mpirun's code 159 (128 + SIGSYS), named
     Case("rd2_mpi_libc_read_host_file.c", SMALL_DOT, "wrong_answer", "got 777"),
     Case("rd3_mpi_comm_spawn.c", SMALL_DOT, "rejected", "kernel references MPI_Comm_spawn"),
     Case("rd4_gomp_leftover_worker.c", SMALL_GEMM, "rejected", "kernel references GOMP_parallel_start"),
@@ -211,16 +210,13 @@ CASES = [
     Case("rn2_fill_phase_hook.c", SMALL_GEMM, "rejected", "outside the timed call"),
     Case("rn4_own_protocol_loop.c", SMALL_GEMM, "rejected", "outside the timed call"),
     Case("rn6_mpi_fill_phase_hook.c", SMALL_DOT, "rejected", "outside the timed call", sandboxes=("local",)),
-    # N2b: the same, kept inside the allowance for CPU outside the calls.
-    Case("rn7_fill_phase_within_allowance.c", SMALL_GEMM, "ok", "not significantly faster",
-         weakness="CPU outside the timed calls is bounded, not charged: a quarter of a millisecond-call's work done "
-                  "before 'ready' passes the allowance and reads as ~1.3x (timing noise decides the significance)",
-         strict=False),
-    # N6: the allowance's share of the CPU inside the call, inflated by a thread spinning on an idle core.
-    Case("rn8_spin_inflates_allowance.c", SMALL_GEMM, "ok", "not significantly faster",
-         weakness="the allowance grows with the candidate's CPU inside the calls, which a spinning thread on an idle "
-                  "core inflates for free: 35% of the work hidden before 'ready' passes and reads as ~1.4x",
-         strict=False),
+    # N2b: the same, kept inside the allowance for CPU outside the calls. It won 1.2-1.4x while the
+    # allowance was a bound only; now the excess is charged to each call as time, and the allowance is a
+    # share of the baseline's work: refused, or (if noise keeps it under the bound) no faster.
+    Case("rn7_fill_phase_within_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
+    # N6: the allowance's share of the CPU inside the call, inflated by a thread spinning on an idle core
+    # (won 1.4-1.5x when the share was of the candidate's own CPU).
+    Case("rn8_spin_inflates_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
     # N3: a thread the seccomp filter does not cover (Open MPI's, started before the filter).
     # (Before a7372bf the filter did not cover them: the shell ran.) Killed by SIGSYS: mpirun's code 159.
     Case("rn3_mpi_unfiltered_thread.c", SMALL_DOT, "runtime_error", "system call|code 159"),
@@ -333,8 +329,6 @@ def test_malformed_report_never_raises(lines: list[str]) -> None:
     assert all(c.file in ("", f"o_{i}.bin") for i, c in enumerate(run.calls))  # names are the host's, never the record's
 
 
-@pytest.mark.xfail(strict=True, reason="json.loads raises ValueError (not JSONDecodeError) for an integer of more than "
-                                       "4300 digits, and read_report catches only JSONDecodeError and RecursionError")
 def test_report_with_a_huge_integer_never_raises() -> None:
     run = read_report("\n".join([SETUP, CALL.replace('"seed": 5', '"seed": ' + "9" * 5000)]), "abc")
     assert not run.complete and run.error

@@ -67,6 +67,11 @@ static void ko_confine(int strict) {
     ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_kill, 1, 0), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_tgkill, 0, 4),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, 1), KO_RET(KO_ALLOW), KO_RET(KO_KILL));
+    /* Resource limits: its own only (another process of the same user is the monitor). */
+    ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_prlimit64, 0, 5),
+        BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0),
+        BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, 0, 1, 0), BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, pid, 0, 1), KO_RET(KO_ALLOW),
+        KO_RET(KO_ERRNO(EPERM)));
     /* Sockets: none (strict), or only AF_UNIX ones. */
     ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 4),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0),
@@ -114,7 +119,7 @@ static void ko_confine(int strict) {
             SYS_rt_sigaction, SYS_sigaltstack, SYS_sched_yield, SYS_sched_getaffinity, SYS_sched_setaffinity,
             SYS_sched_getparam, SYS_sched_getscheduler, SYS_getpid, SYS_gettid, SYS_getppid, SYS_getcpu,
             SYS_clock_gettime, SYS_clock_getres, SYS_clock_nanosleep, SYS_nanosleep, SYS_gettimeofday, SYS_getrandom,
-            SYS_sysinfo, SYS_uname, SYS_prlimit64, SYS_getrlimit, SYS_membarrier, SYS_get_mempolicy, SYS_set_mempolicy,
+            SYS_sysinfo, SYS_uname, SYS_getrlimit, SYS_membarrier, SYS_get_mempolicy, SYS_set_mempolicy,
             SYS_mbind, SYS_getuid, SYS_geteuid, SYS_getgid, SYS_getegid, SYS_restart_syscall,
 #ifdef SYS_rseq
             SYS_rseq,

@@ -5,7 +5,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(gcc g++ clang libomp-dev openmpi-bin libopenmpi-dev binutils python3 python3-venv python3-pip)
+# libclang-rt-dev: clang's ThreadSanitizer runtime, which the race check links (Debian 12: libclang-rt-14-dev, a
+# Recommends of clang that --no-install-recommends skips; without it every race check fails, and fails closed).
+PKGS=(gcc g++ clang libomp-dev libclang-rt-dev openmpi-bin libopenmpi-dev binutils python3 python3-venv python3-pip)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -15,6 +17,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [ "$(id -u)" -eq 0 ]; then SUDO=""; elif command -v sudo >/dev/null; then SUDO="sudo"; else
     echo "setup: error: need root or sudo to install: ${missing[*]}" >&2; exit 1; fi
   $SUDO apt-get update -qq
+  if [[ " ${missing[*]} " == *" libclang-rt-dev "* ]] && ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then
+    # Releases before the split (Debian 11, Ubuntu 22.04) ship the runtime inside libclang-common-*-dev, a clang dependency.
+    kept=(); for p in "${missing[@]}"; do [ "$p" = libclang-rt-dev ] || kept+=("$p"); done; missing=("${kept[@]}")
+  fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 

@@ -23,9 +23,13 @@ class EvalConfig(_Config):
                                "Below 5 nothing can be significant (the 1% rank test runs on per-process medians).")
     reps: int | None = Field(None, ge=1, description="Timed calls per process; None = the task's value.")
     remeasure_rounds: int = Field(7, ge=2, description="Rounds when re-measuring the winner in a fresh sandbox.")
-    race_check: bool = Field(True, description="Run the ThreadSanitizer race check on OpenMP candidates.")
-    race_threads: list[int] = Field(default_factory=lambda: [2, 4], description="Thread counts for the -O1 race build.")
-    race_threads_o0: list[int] = Field(default_factory=lambda: [3], description="Thread counts for a second race build at -O0.")
+    race_check: bool = Field(True, description="Run the ThreadSanitizer race check on OpenMP candidates. Off "
+                             "(--no-race-check), their verdict is `off` and every summary says so; on, a candidate whose "
+                             "check cannot run is rejected.")
+    race_threads: list[int] = Field(default_factory=lambda: [3], description="Thread counts for the -O1 race build.")
+    race_threads_o0: list[int] = Field(default_factory=lambda: [8, 16], description="Thread counts for a second race build at -O0.")
+    race_compiler: str = Field("clang", description="The clang that builds the ThreadSanitizer binary (e.g. clang-16 where "
+                               "the default clang's sanitizer does not run).")
     early_stop_ratio: float = Field(1.5, gt=1, description="Stop timing after two rounds when the candidate is this much slower.")
     plausible_max_speedup: float = Field(10.0, gt=1, description="Speedups above this are flagged for review.")
     build_timeout_s: float = Field(60.0, gt=0, description="Wall clock for one compile or link.")

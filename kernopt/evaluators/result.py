@@ -57,7 +57,9 @@ class Verification(BaseModel):
     shapes: list[dict[str, int]] = Field(default_factory=list, description="Torch family: shapes checked, including drawn ones.")
     device: str = Field("", description="Torch/CUDA family: where outputs were computed ('NVIDIA H100 80GB HBM3', "
                         "'cpu (Triton interpreter)', 'none: compiled only').")
-    race_check: Literal["clean", "race", "unavailable", "skipped", "not_run"] = "not_run"
+    race_check: Literal["clean", "race", "unavailable", "skipped", "off", "not_run"] = Field(
+        "not_run", description="The OpenMP race check: clean, race, unavailable (could not run: rejected), skipped (the "
+        "kernel makes no OpenMP runtime calls), off (turned off by the user or the task), not_run (not reached).")
     race_detail: str = ""
     max_abs_err: float | None = None
     max_rel_norm_err: float | None = None

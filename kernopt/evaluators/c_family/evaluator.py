@@ -162,6 +162,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 raise EvalFail("compile_error", f"link failed: {tail(link_err, 1)[:300]}", tail(link_err))
             bin_dir = self.new_dir("bin")
             shutil.copy(d / "prog", bin_dir / "prog")
+            shutil.copy(d / "nm.txt", bin_dir / "nm.txt")  # the race check reads the object's OpenMP calls
             os.chmod(bin_dir / "prog", 0o755)
             return bin_dir / "prog", log
         finally:
@@ -305,12 +306,22 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 self._verify(candidate, base, prog, ver)
                 phases["verify"] = time.monotonic() - t
                 t = time.monotonic()
-                if self.task.uses_openmp and self.config.race_check and self.task.verify.race_check:
-                    ver.race_check, ver.race_detail = race.check(self, candidate)
-                    if ver.race_check == "race":
-                        raise EvalFail("rejected", f"data race: {ver.race_detail.splitlines()[0]}", ver.race_detail)
+                # Which kernels need the check is read from the object gcc built (its OpenMP runtime calls);
+                # one that needs it passes only with a clean verdict, unless the user turned it off.
+                nm = (prog.parent / "nm.txt").read_text(errors="replace")
+                if not race.uses_openmp(nm):
+                    ver.race_check, ver.race_detail = "skipped", "the kernel object makes no OpenMP runtime calls"
+                elif not (self.config.race_check and self.task.verify.race_check):
+                    ver.race_check = "off"
+                    ver.race_detail = "turned off (--no-race-check)" if not self.config.race_check else "turned off by the task"
                 else:
-                    ver.race_check = "skipped"
+                    ver.race_check, ver.race_detail = race.check(self, candidate, nm)
+                    first = ver.race_detail.splitlines()[0] if ver.race_detail else ""
+                    if ver.race_check == "race":
+                        raise EvalFail("rejected", f"data race: {first}", ver.race_detail)
+                    if ver.race_check == "unavailable":
+                        raise EvalFail("rejected", f"race check unavailable: {first}; or opt out with --no-race-check",
+                                       ver.race_detail)
                 phases["race"] = time.monotonic() - t
             if not timed:  # check_untimed: the caller times it, and owns the binary
                 cleanup.remove(prog.parent)

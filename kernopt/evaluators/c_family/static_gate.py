@@ -64,7 +64,21 @@ _FORBIDDEN_WORDS = {
     "__asm": "inline assembly",
     "LD_PRELOAD": "LD_PRELOAD",
     "__builtin_trap": "killing the harness",
+    # The race check builds the kernel again (clang, -O0/-O1, ThreadSanitizer, at another time): nothing may
+    # switch the sanitizer off for the kernel, or take another path in that build than in the production one.
+    "__builtin_constant_p": "an optimization-level-dependent test (the race check builds at -O0 and -O1)",
+    "__DATE__": "the build time (the race check builds the kernel again, later)",
+    "__TIME__": "the build time (the race check builds the kernel again, later)",
+    "__TIMESTAMP__": "the build time (the race check builds the kernel again, later)",
+    "__rdtsc": "timer access",
+    "__rdtscp": "timer access",
+    "_rdtsc": "timer access",
+    "__builtin_ia32_rdtsc": "timer access",
+    "__builtin_ia32_rdtscp": "timer access",
+    "__builtin_readcyclecounter": "timer access",
 }
+# Attributes that turn sanitizer instrumentation off (no_sanitize("thread"), no_sanitize_thread, ...).
+_NO_SANITIZE = re.compile(r"_*(no_sanitize\w*|disable_sanitizer_instrumentation)_*")
 _ATTRIBUTE = re.compile(r"__attribute__\s*\(\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)\)")
 _BAD_ATTRIBUTE_WORD = re.compile(r"\b(constructor|destructor|alias|weak|weakref|ifunc|section|symver|optimize|target_clones)\b")
 _INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import)\b\s*(.*)$", re.M)
@@ -160,6 +174,8 @@ def check_text(src: str, includes: frozenset[str] | None = None) -> str | None:
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code):
         if word in _FORBIDDEN_WORDS:
             return f"uses {word}: {_FORBIDDEN_WORDS[word]} is not allowed in a kernel"
+        if _NO_SANITIZE.fullmatch(word):
+            return f"uses {word}: turning sanitizer instrumentation off is not allowed in a kernel (the race check must see it)"
     for m in re.finditer(r"\b([A-Za-z_][A-Za-z0-9_]*)\s*\(", code):
         name = m.group(1)
         if name in _FORBIDDEN_CALLS:

@@ -30,6 +30,9 @@ app.add_typer(hw_app, name="hw")
 SANDBOX_HELP = ("Where code runs: docker (a fresh container per candidate evaluation), local (process isolation), "
                 "auto (docker if an engine answers, else an error).")
 
+NO_RACE_HELP = ("Do not race-check OpenMP candidates: their verdict is `off` and every summary says so. Without it, a "
+                 "candidate whose race check cannot run (no clang sanitizer runtime, a construct it cannot run) is rejected.")
+
 # Piped output is not cut at 80 columns: logs and `| less` get whole lines.
 out = Console(width=None if sys.stdout.isatty() else 200)
 err = Console(stderr=True, width=None if sys.stderr.isatty() else 200)
@@ -90,6 +93,7 @@ def optimize(
     config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with any of these settings (see README)."),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value (e.g. search.beam_width=3). Repeatable."),
     resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path); other options are ignored."),
+    no_race_check: bool = typer.Option(False, "--no-race-check", help=NO_RACE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> None:
     """Search for a faster verified kernel for one task."""
@@ -115,7 +119,7 @@ def optimize(
         flags = {"task": str(task_dir) if task_dir is not None else None, "policy": policy, "sandbox": sandbox,
                  "runs_dir": runs_dir, "search.type": search, "search.max_candidates": budget, "search.max_wall_s": max_wall,
                  "search.seed": seed, "search.value": value, "model.name": model, "model.api_base": api_base,
-                 "model.max_usd": max_usd, "model.max_tokens_total": max_tokens}
+                 "model.max_usd": max_usd, "model.max_tokens_total": max_tokens, "eval.race_check": False if no_race_check else None}
         if task_dir is None and config_file is None:
             raise UserError("give a task directory (e.g. kernopt optimize tasks/openmp/gemm), a --config file, or --resume RUN")
         config = resolve_run_config(config_file, flags, overrides)
@@ -178,6 +182,7 @@ def bench(
     sandbox: Optional[str] = typer.Option(None, envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
     config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with run settings (see README)."),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value. Repeatable."),
+    no_race_check: bool = typer.Option(False, "--no-race-check", help=NO_RACE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print summary.json on stdout."),
 ) -> None:
     """Optimize many tasks with one configuration; re-run the same command to resume."""
@@ -193,7 +198,8 @@ def bench(
     if executor not in ("local", "ray"):
         raise UserError(f"unknown executor {executor!r}; choose local or ray")
     flags = {"task": "", "policy": policy, "sandbox": sandbox, "search.type": search, "search.max_candidates": budget,
-             "model.name": model, "model.api_base": api_base, "model.max_usd": max_usd}
+             "model.name": model, "model.api_base": api_base, "model.max_usd": max_usd,
+             "eval.race_check": False if no_race_check else None}
     config = resolve_run_config(config_file, flags, overrides)
     refs = discover(paths, filter_)
     bench_name = name or default_name(paths, config.policy)
@@ -267,6 +273,7 @@ def eval_cmd(
     ranks: Optional[int] = typer.Option(None, min=1, help="MPI ranks for timing (default: the task's)."),
     cflag: list[str] = typer.Option([], "--cflag", help="Extra compiler flag for the kernel (repeatable)."),
     sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+    no_race_check: bool = typer.Option(False, "--no-race-check", help=NO_RACE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable verdict on stdout."),
 ) -> None:
     """Verify and time your own kernel under the same protocol as the optimizer."""
@@ -292,14 +299,15 @@ def eval_cmd(
                      idea=f"user kernel {candidate.name}")
     sb = get_sandbox(sandbox, task.target)
     profile = profile_for_task(task, sb, lambda msg: err.print(f"[cyan]•[/] {msg}", highlight=False))  # measured once per host
-    ev = get_evaluator(task, sb, EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-eval-")), profile=profile)
+    ev = get_evaluator(task, sb, EvalConfig(race_check=not no_race_check), Path(tempfile.mkdtemp(prefix="kernopt-eval-")),
+                       profile=profile)
     try:
         with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
             result = ev.evaluate(cand)
     finally:
         ev.close()
     if as_json:
-        sys.stdout.write(json.dumps({**result.summary(), "task": task.name,
+        sys.stdout.write(json.dumps({**result.summary(), "task": task.name, "race_check": result.verification.race_check,
                                      "verification": result.verification.model_dump(),
                                      "timing": result.timing.model_dump(exclude={"baseline_s", "candidate_s"}) if result.timing else None,
                                      "phase_s": result.phase_s}, indent=2) + "\n")

@@ -120,6 +120,9 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         "faster_candidates": sum(1 for _, r in history if r.faster), "elapsed_s": round(elapsed, 1),
         "best_candidate": None, "best_idea": None, "best_speedup": 1.0, "best_ci": None,
         "best_status": "baseline", "best_significant": False, "search_speedup": None,
+        # The race check's verdicts (OpenMP candidates); "off": the user turned it off, and every result says `off`.
+        "race_check": "on" if config.eval.race_check else "off",
+        "race_checks": dict(collections.Counter(r.verification.race_check for _, r in history if r.verification.race_check != "not_run")),
     }
     if best is not None and final is not None:
         c, r = best

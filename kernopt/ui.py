@@ -45,6 +45,22 @@ def fmt_spend(spend: Spend) -> str:
     return f"${spend.usd:.4f} · {tokens} tok · {spend.calls} calls"
 
 
+def fmt_race(verdict: str) -> str:
+    """The race verdict for a progress line: ' · race clean', '' where no check applies."""
+    return "" if verdict in ("not_run", "skipped") else f" · race {verdict}"
+
+
+def race_lines(s: dict[str, Any]) -> list[str]:
+    """The end-of-run lines about the race check: its verdicts, and that it was off when it was."""
+    lines = []
+    if s.get("race_check") == "off":
+        lines.append("[bold yellow]race check: OFF[/] (--no-race-check): OpenMP candidates were not checked for data races")
+    counts = ", ".join(f"{k} {v}" for k, v in sorted((s.get("race_checks") or {}).items()))
+    if counts and s.get("race_check") != "off":
+        lines.append(f"race check: {counts}")
+    return lines
+
+
 class ProgressHooks(Hooks):
     """Live progress: candidates tried, statuses, best verified speedup so far, elapsed and ETA."""
 
@@ -80,6 +96,7 @@ class ProgressHooks(Hooks):
             self.best = f"{best[1].speedup:.2f}x"
         style = STATUS_STYLE.get(result.status, "white")
         tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
+        tag += fmt_race(result.verification.race_check)
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
         detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
         # ideas and reasons come from models and compilers: "a[i]" is text, not markup
@@ -115,6 +132,8 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         console.print(f"[yellow]note:[/] {escape(str(s['note']))}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
     console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
+    for line in race_lines(s):
+        console.print(line, highlight=False)
     if s.get("spend"):
         console.print(f"model spend: {fmt_spend(Spend.model_validate(s['spend']))}", highlight=False)
     if s.get("stopped_by"):
@@ -129,6 +148,8 @@ def print_eval(console: Console, task: str, r: EvalResult) -> None:
     if v.sizes:
         counts = f"threads {v.threads}" if v.threads else (f"ranks {v.ranks}" if v.ranks else "serial")
         console.print(f"  verified: sizes {v.sizes} × {v.seeds} seeds, {counts}, race check: {v.race_check}", highlight=False)
+    if v.race_check == "off":
+        console.print("  [bold yellow]race check: OFF[/] (--no-race-check): not checked for data races", highlight=False)
     if v.shapes:
         shapes = "; ".join(", ".join(f"{k}={n}" for k, n in shape.items()) for shape in v.shapes)
         console.print(f"  verified on {v.device or 'the device'}: shapes [{shapes}] × {v.seeds} seeds", highlight=False)
@@ -292,4 +313,7 @@ def print_bench_summary(console: Console, summary: dict[str, Any], json_path: Pa
     money = f"; model spend ${spend['usd']:.4f}, {spend['tokens']} tokens, {spend['calls']} calls" if spend["calls"] else ""
     console.print(f"{s['finished']}/{s['tasks']} tasks finished; {s['candidates']} candidates ({s['verified_candidates']} verified); "
                   f"{s['elapsed_s']:.0f}s of task time, {s.get('wall_s', 0):.0f}s wall{money}", highlight=False)
+    if not summary.get("bench", {}).get("run_config", {}).get("eval", {}).get("race_check", True):
+        console.print("[bold yellow]race check: OFF[/] for every task (--no-race-check): OpenMP candidates were not checked "
+                      "for data races", highlight=False)
     console.print(escape(f"summary: {json_path}  {csv_path}"), highlight=False)

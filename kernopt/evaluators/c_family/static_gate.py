@@ -70,12 +70,6 @@ _FORBIDDEN_WORDS = {
     "__DATE__": "the build time (the race check builds the kernel again, later)",
     "__TIME__": "the build time (the race check builds the kernel again, later)",
     "__TIMESTAMP__": "the build time (the race check builds the kernel again, later)",
-    "__rdtsc": "timer access",
-    "__rdtscp": "timer access",
-    "_rdtsc": "timer access",
-    "__builtin_ia32_rdtsc": "timer access",
-    "__builtin_ia32_rdtscp": "timer access",
-    "__builtin_readcyclecounter": "timer access",
 }
 # Attributes that turn sanitizer instrumentation off (no_sanitize("thread"), no_sanitize_thread, ...).
 _NO_SANITIZE = re.compile(r"_*(no_sanitize\w*|disable_sanitizer_instrumentation)_*")

@@ -18,7 +18,8 @@ import pytest
 from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
-from kernopt.evaluators import EvalFail, stats
+from kernopt.evaluators import stats
+from kernopt.evaluators.base import EvalFail
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, Toolchain
 from kernopt.sandbox import get_sandbox
 from kernopt.task import load_task

@@ -26,6 +26,7 @@ import pytest
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
+from kernopt.evaluators.base import EvalFail
 from kernopt.evaluators.result import EvalResult
 from kernopt.evaluators.torch_family import evaluator as torch_family
 from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
@@ -80,8 +81,7 @@ def ev(make_ev: EvFactory) -> TorchEvaluator:
 @pytest.fixture
 def no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch the static gate off: the runtime checks must stand on their own."""
-    real = torch_family._optional
-    monkeypatch.setattr(torch_family, "_optional", lambda name: None if name == "py_gate" else real(name))
+    monkeypatch.setattr(torch_family.py_gate, "check_python_source", lambda task, source: None)
 
 
 def evaluate(ev: TorchEvaluator, source: str, **knobs: object) -> EvalResult:
@@ -276,7 +276,7 @@ def test_unchecked_timed_calls_do_not_fake_a_speedup(ev: TorchEvaluator, workroo
         with tev.session():
             try:
                 stats = tev.time(source, rounds=2)
-            except torch_family._Fail as f:  # every timed output checked: the skipped calls are wrong
+            except EvalFail as f:  # every timed output checked: the skipped calls are wrong
                 assert f.status == "wrong_answer", f.reason
                 return
     finally:

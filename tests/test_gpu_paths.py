@@ -58,8 +58,8 @@ def test_local_steps_find_tools_on_this_machines_path(workroot: Path, monkeypatc
     env = steps.tool_env()
     assert env["PATH"].split(os.pathsep)[0] == str(tools) and "/usr/bin" in env["PATH"].split(os.pathsep)
     assert env["LD_LIBRARY_PATH"] == "/opt/driver/lib64"  # absolute directories only, once each
-    d = steps._new_dir("step")
-    r = steps._run(["sh", "-c", "kernopt-fake-nvcc && echo \"$LD_LIBRARY_PATH\""], d, 30.0)
+    d = steps.new_dir("step")
+    r = steps.run_step(["sh", "-c", "kernopt-fake-nvcc && echo \"$LD_LIBRARY_PATH\""], d, 30.0)
     assert r.ok and r.stdout.split() == ["fake", "nvcc", "ran", "/opt/driver/lib64"], r
 
 

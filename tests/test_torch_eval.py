@@ -65,8 +65,7 @@ def ev(workroot: Path) -> Iterator[TorchEvaluator]:
 @pytest.fixture
 def no_gate(monkeypatch: pytest.MonkeyPatch) -> None:
     """Switch the static gate off: the runtime checks must stand on their own."""
-    real = torch_family._optional
-    monkeypatch.setattr(torch_family, "_optional", lambda name: None if name == "py_gate" else real(name))
+    monkeypatch.setattr(torch_family.py_gate, "check_python_source", lambda task, source: None)
 
 
 def evaluate(ev: TorchEvaluator, source: str, **knobs: object) -> EvalResult:
@@ -122,8 +121,6 @@ def test_dynamic_fallback_check_without_gate(ev: TorchEvaluator, no_gate: None) 
 
 
 def test_fallback_rejected_with_gate(ev: TorchEvaluator) -> None:
-    if torch_family._optional("py_gate") is None:
-        pytest.skip("kernopt.evaluators.torch_family.py_gate is not there yet")
     r = evaluate(ev, edit("        return out", "        return a + b"))
     assert r.status == "rejected", show(r)
 
@@ -293,8 +290,6 @@ def cuda_task(workroot: Path) -> TorchTask:
 
 @pytest.mark.skipif(shutil.which("nvcc") is None, reason="needs nvcc")
 def test_cuda_without_gpu_is_compiled_only(ev: TorchEvaluator, cuda_task: TorchTask, workroot: Path) -> None:
-    if torch_family._optional("py_gate") is None or torch_family._optional("nvcc") is None:
-        pytest.skip("needs kernopt.evaluators.torch_family.py_gate and nvcc")
     cev = TorchEvaluator(cuda_task, ev.sandbox, EvalConfig(), workroot / "cuda")
     try:
         r = cev.evaluate(Candidate(files={"solution.py": CUDA_SOLUTION}))

@@ -15,7 +15,9 @@ from typing import TYPE_CHECKING
 
 from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail, new_seed, tail
+from kernopt.evaluators.c_family import nvcc
 from kernopt.evaluators.result import KernelResources
+from kernopt.evaluators.torch_family import py_gate
 
 if TYPE_CHECKING:
     from kernopt.evaluators.torch_family.evaluator import Device, TorchEvaluator
@@ -25,14 +27,7 @@ def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool =
     """Compile the CUDA sources with nvcc for their ptxas report. Without a GPU this is the whole
     evaluation (a failure is a compile_error); on a GPU load_inline is the authority, so a failure
     here only means no report. The trusted baseline may have no CUDA at all (an imported eager model)."""
-    from kernopt.evaluators.torch_family.evaluator import _optional
-
-    gate, nvcc = _optional("py_gate"), _optional("nvcc")
-    if gate is None or nvcc is None:
-        if dev.cuda:
-            return []
-        raise InfraError("kernopt.evaluators.torch_family.py_gate and nvcc are needed to compile cuda candidates without a GPU")
-    sources = gate.cuda_sources(source)
+    sources = py_gate.cuda_sources(source)
     if trusted and (isinstance(sources, str) or not sources):
         return []
     if isinstance(sources, str):

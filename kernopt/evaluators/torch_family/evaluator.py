@@ -28,8 +28,10 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail, SandboxedEvaluator, describe_exit, new_seed, tail
+from kernopt.evaluators.c_family import nvcc
 from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
+from kernopt.evaluators.torch_family import py_gate
 from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import TorchTask
@@ -206,8 +208,8 @@ class TorchEvaluator(SandboxedEvaluator):
         _syntax(self.task.kernel, source)
         trusted = source == self.task.baseline_source()
         if not trusted:
-            gate = _optional("py_gate")
-            why = gate.check_python_source(self.task, source) if gate is not None else None
+            # Imported, never looked up: a gate that cannot load is an error, not an open door.
+            why = py_gate.check_python_source(self.task, source)
             if why:
                 raise EvalFail("rejected", why)
         return source, trusted
@@ -228,8 +230,7 @@ class TorchEvaluator(SandboxedEvaluator):
                     resources_ = self.nvcc_resources(source, dev, trusted)
                     if not dev.cuda:
                         phases["build"] = time.monotonic() - t
-                        nvcc = _optional("nvcc")
-                        summary = nvcc.describe_resources(resources_) if resources_ and nvcc is not None else "no kernels reported"
+                        summary = nvcc.describe_resources(resources_) if resources_ else "no kernels reported"
                         return EvalResult(candidate_id=candidate.id, status="unverified", verification=ver, phase_s=phases, resources=resources_,
                                           reason=f"compiled for {self.task.build.arch} with nvcc ({summary}); no GPU here, so not run or timed")
                     ext = self.build_extension(source)
@@ -393,15 +394,3 @@ def _syntax(name: str, source: str) -> None:
         raise EvalFail("compile_error", f"{name} does not compile: line {e.lineno}: {e.msg}") from None
     except ValueError as e:  # null bytes
         raise EvalFail("compile_error", f"{name} does not compile: {e}") from None
-
-
-def _optional(name: str) -> Any:
-    """A sibling module written alongside this one (py_gate, nvcc), or None while it does not exist."""
-    import importlib
-
-    try:
-        return importlib.import_module(f"kernopt.evaluators.{name}")
-    except ModuleNotFoundError as e:
-        if e.name != f"kernopt.evaluators.{name}":
-            raise
-        return None

@@ -1,0 +1,19 @@
+/* Every access to the shared sum is atomic (update and read). */
+#include <math.h>
+
+void kernel(long n, const double *restrict x, const int *restrict bin, const int *restrict perm, double *restrict y,
+            double *restrict w) {
+(void)bin; (void)perm; (void)w;
+double s = 0.0;
+#pragma omp parallel for
+for (long i = 0; i < n; i++) {
+    double cur;
+    #pragma omp atomic read
+    cur = s;
+    if (cur < 1e300) {
+        #pragma omp atomic
+        s += x[i];
+    }
+}
+for (long i = 0; i < n; i++) y[i] = s;
+}

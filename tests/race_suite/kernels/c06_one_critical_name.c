@@ -1,0 +1,19 @@
+/* Both updates of the sum under the same named critical section. */
+#include <math.h>
+
+void kernel(long n, const double *restrict x, const int *restrict bin, const int *restrict perm, double *restrict y,
+            double *restrict w) {
+(void)bin; (void)perm; (void)w;
+double s = 0.0;
+#pragma omp parallel for
+for (long i = 0; i < n; i++) {
+    if (bin[i] < 32) {
+        #pragma omp critical(acc)
+        s += x[i];
+    } else {
+        #pragma omp critical(acc)
+        s -= x[i];
+    }
+}
+for (long i = 0; i < n; i++) y[i] = s;
+}

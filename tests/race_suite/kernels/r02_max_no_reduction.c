@@ -1,0 +1,11 @@
+/* Maximum into a shared scalar with fmax: `reduction(max:m)` forgotten. */
+#include <math.h>
+
+void kernel(long n, const double *restrict x, const int *restrict bin, const int *restrict perm, double *restrict y,
+            double *restrict w) {
+(void)bin; (void)perm; (void)w;
+double m = 0.0;
+#pragma omp parallel for schedule(static)
+for (long i = 0; i < n; i++) m = fmax(m, x[i]);
+for (long i = 0; i < n; i++) y[i] = x[i] / m;
+}

@@ -1,0 +1,16 @@
+/* Jacobi sweeps: the copy-back loop follows the update loop with `nowait`, so a thread copies its chunk while its neighbour still reads the old values. */
+#include <math.h>
+
+void kernel(long n, const double *restrict x, const int *restrict bin, const int *restrict perm, double *restrict y,
+            double *restrict w) {
+(void)bin; (void)perm;
+for (long i = 0; i < n; i++) y[i] = x[i];
+#pragma omp parallel
+for (int it = 0; it < 4; it++) {
+    #pragma omp for nowait
+    for (long i = 1; i < n - 1; i++) w[i] = 0.5 * (y[i - 1] + y[i + 1]);
+    #pragma omp for
+    for (long i = 1; i < n - 1; i++) y[i] = w[i];
+}
+w[0] = y[0]; w[n - 1] = y[n - 1];
+}

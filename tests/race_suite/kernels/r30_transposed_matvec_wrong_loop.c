@@ -1,0 +1,12 @@
+/* Transposed mat-vec parallelized over the wrong loop: every thread adds into every y[j]. */
+#include <math.h>
+
+void kernel(long n, const double *restrict x, const int *restrict bin, const int *restrict perm, double *restrict y,
+            double *restrict w) {
+(void)bin; (void)perm; (void)w;
+long m = (long)sqrt((double)n);
+for (long i = 0; i < n; i++) y[i] = 0.0;
+#pragma omp parallel for
+for (long i = 0; i < m; i++)
+    for (long j = 0; j < m; j++) y[j] += x[i * m + j] * x[i];
+}

@@ -17,19 +17,21 @@ import sys
 import tomllib
 from collections.abc import Callable, Iterator
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 from rich.console import Console
 
 from kernopt.candidate import Candidate
-from kernopt.config import EvalConfig
+from kernopt.config import EvalConfig, RunConfig
 from kernopt.evaluators.c_family import race
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.evaluators.c_family.static_gate import check_text
-from kernopt.evaluators.result import EvalResult
+from kernopt.evaluators.result import EvalResult, Verification
+from kernopt.optimize import make_summary
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, load_task
-from kernopt.ui import print_summary
+from kernopt.ui import ProgressHooks, print_summary
 from tests.conftest import REPO, enterable_tmpdir
 
 TESTS = Path(__file__).resolve().parent
@@ -159,6 +161,16 @@ def test_eval_no_race_check_says_off() -> None:
 
 
 def test_run_summary_says_race_check_off() -> None:
+    """The run summary records the setting and the verdicts; the end-of-run text and each progress line show them."""
+    cand = Candidate(files={"kernel.c": ""}, idea="an idea")
+    off = EvalResult(candidate_id=cand.id, status="ok", verification=Verification(race_check="off"))
+    config = RunConfig(task=str(SMALL), eval=EvalConfig(race_check=False))
+    store = SimpleNamespace(run_id="r1", root=Path("runs/r1"))
+    made = make_summary(store, load_task(SMALL), config, [(cand, off)], None, None, 1.0)  # type: ignore[arg-type]
+    assert made["race_check"] == "off" and made["race_checks"] == {"off": 1}
+    console = Console(record=True, width=200)
+    ProgressHooks(console, 1).on_eval_done(cand, off, False, None)
+    assert "race off" in console.export_text()
     console = Console(record=True, width=200)
     summary = {"candidates": 3, "statuses": {"ok": 3}, "elapsed_s": 12.0, "race_check": "off", "race_checks": {"off": 3}}
     print_summary(console, summary, Path("runs/x"))

@@ -182,8 +182,8 @@ def preprocess(ev: CFamilyEvaluator, candidate: Candidate) -> str:
     d = ev.new_dir("race-cpp")
     try:
         (d / "kernel.c").write_text(candidate.files[task.kernel])
-        cc = [task.compiler, *task.build.cflags, "-fopenmp", *candidate.cflags, *candidate.define_flags, "-E", "-dD",
-              "kernel.c", "-o", "kernel.i"]
+        production = [*task.build.cflags, *(["-fopenmp"] if task.uses_openmp else []), *candidate.cflags, *candidate.define_flags]
+        cc = [task.compiler, *production, "-E", "-dD", "kernel.c", "-o", "kernel.i"]
         r = ev.run_step(cc, d, cfg.build_timeout_s)
         out = d / "kernel.i"
         if not r.ok or not out.is_file():

@@ -22,6 +22,7 @@ from types import SimpleNamespace
 import pytest
 from rich.console import Console
 
+from kernopt.bench.summary import suite_figures
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig, RunConfig
 from kernopt.evaluators.c_family import race
@@ -31,7 +32,7 @@ from kernopt.evaluators.result import EvalResult, Verification
 from kernopt.optimize import make_summary
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, load_task
-from kernopt.ui import ProgressHooks, print_summary
+from kernopt.ui import ProgressHooks, print_bench_summary, print_summary
 from tests.conftest import REPO, enterable_tmpdir
 
 TESTS = Path(__file__).resolve().parent
@@ -143,6 +144,25 @@ def test_serial_kernel_is_skipped_by_its_object(make_ev: EvFactory) -> None:
     r = evaluate(make_ev(SMALL, rounds=2), (HACKS / "h16_comment_parallel.c").read_text())
     assert r.status == "ok", show(r)
     assert r.verification.race_check == "skipped" and "no OpenMP runtime calls" in r.verification.race_detail
+
+
+@needs_clang
+def test_task_turns_it_off(make_ev: EvFactory) -> None:
+    task = load_task(SMALL)
+    off = task.model_copy(update={"verify": task.verify.model_copy(update={"race_check": False})})
+    r = evaluate(make_ev(off), (HACKS / "control_private_acc.c").read_text())
+    assert r.status == "ok", show(r)
+    assert r.verification.race_check == "off" and r.verification.race_detail == "turned off by the task"
+
+
+def test_bench_summary_says_race_check_off() -> None:
+    console = Console(record=True, width=200)
+    summary = {"tasks": [], "suite": suite_figures([]), "bench": {"run_config": {"eval": {"race_check": False}}}}
+    print_bench_summary(console, summary, Path("summary.json"), Path("summary.csv"))
+    assert "race check: OFF for every task" in console.export_text()
+    console = Console(record=True, width=200)
+    print_bench_summary(console, {**summary, "bench": {"run_config": {"eval": {"race_check": True}}}}, Path("a"), Path("b"))
+    assert "race check" not in console.export_text()
 
 
 def kernopt_cli(*args: str) -> subprocess.CompletedProcess[str]:

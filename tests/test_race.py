@@ -57,7 +57,7 @@ def make_ev(workroot: Path) -> Iterator[EvFactory]:
 
     def make(task: Task | Path, **config: object) -> CFamilyEvaluator:
         t = task if isinstance(task, Task) else load_task(task)
-        key = f"{t.name}-{sorted(config.items())}"
+        key = f"{t.name}-{t.verify.model_dump_json()}-{sorted(config.items())}"
         if key not in cache:
             cfg = EvalConfig(**{"rounds": 2, **config})  # type: ignore[arg-type]
             cache[key] = CFamilyEvaluator(t, get_sandbox("local"), cfg, workroot / f"ev{len(cache)}")

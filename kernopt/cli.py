@@ -298,8 +298,12 @@ def eval_cmd(
     cand = Candidate(files={task.kernel: source}, threads=threads, ranks=ranks, cflags=cflag, author="user",
                      idea=f"user kernel {candidate.name}")
     sb = get_sandbox(sandbox, task.target)
+    from kernopt.doctor import preflight
+
+    eval_config = EvalConfig(race_check=not no_race_check)
+    preflight(sb, task, eval_config)  # every gate this task needs is live (a pass is cached)
     profile = profile_for_task(task, sb, lambda msg: err.print(f"[cyan]•[/] {msg}", highlight=False))  # measured once per host
-    ev = get_evaluator(task, sb, EvalConfig(race_check=not no_race_check), Path(tempfile.mkdtemp(prefix="kernopt-eval-")),
+    ev = get_evaluator(task, sb, eval_config, Path(tempfile.mkdtemp(prefix="kernopt-eval-")),
                        profile=profile)
     try:
         with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
@@ -511,6 +515,31 @@ def hw_probe(
                                      "balance_flop_per_byte": prof.balance}, indent=2) + "\n")
     else:
         print_profile(out, prof, cache_path(prof.fingerprint), cached)
+
+
+@app.command()
+@user_errors
+def doctor(
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the checks as JSON."),
+) -> None:
+    """Prove each gate is live in the sandbox (build and monitor, race check, MPI); one line each, with the fix."""
+    from dataclasses import asdict
+
+    from kernopt import doctor as doc
+    from kernopt.sandbox import get_sandbox
+
+    sb = get_sandbox(sandbox, "openmp")
+    with err.status(f"checking the gates in the {sb.name} sandbox..."):
+        checks = doc.run(sb, fresh=True)
+    if as_json:
+        sys.stdout.write(json.dumps({"sandbox": sb.name, "checks": [asdict(c) for c in checks]}, indent=2) + "\n")
+    else:
+        for c in checks:
+            mark = "[green]ok  [/]" if c.ok else "[bold red]FAIL[/]"
+            out.print(f"{mark} {c.name:<6} {c.detail}" + ("" if c.ok else f"\n       fix: {c.fix}"), highlight=False)
+    if not all(c.ok for c in checks):
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------- rtg

@@ -67,6 +67,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     # the baseline is never evaluated as a candidate: the log keeps it for review (`runs diff RUN baseline best`, reports)
     store.append("resume" if resumed else "start", task=task.name, already_evaluated=len(done),
                  baseline=baseline_candidate(task).model_dump())
+    from kernopt.doctor import preflight
+
+    preflight(sandbox, task, config.eval)  # every gate this task needs is live (a pass is cached per sandbox)
     profile = profile_for_task(task, sandbox, hooks.on_message)  # the roofs for roofline figures: measured once per host
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
     evaluator = get_evaluator(task, sandbox, config.eval, workroot, profile=profile)

@@ -219,6 +219,12 @@ PARALLEL = kernel("""#pragma omp parallel for schedule(static)
             for (long k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
             c[i * n + j] = s;
         }""")
+NAMED_CRITICAL = kernel("""#pragma omp parallel for
+    for (long i = 0; i < n * n; i++) {
+        double v = a[i] + b[i];
+#pragma omp critical(acc)
+        c[i] = v;
+    }""")
 LIBS = kernel("""    double *t = malloc((size_t)(n * n) * sizeof *t);
     memset(t, 0, (size_t)(n * n) * sizeof *t);
     for (long i = 0; i < n * n; i++) t[i] = helper(a[i]) + sqrt(fabs(b[i])) + exp(-fabs(a[i])) + omp_get_num_threads();
@@ -228,7 +234,7 @@ LIBS = kernel("""    double *t = malloc((size_t)(n * n) * sizeof *t);
 
 
 @needs_binutils
-@pytest.mark.parametrize("source", [BASELINE, PARALLEL, LIBS], ids=["baseline", "openmp", "libc_libm_static"])
+@pytest.mark.parametrize("source", [BASELINE, PARALLEL, LIBS, NAMED_CRITICAL], ids=["baseline", "openmp", "libc_libm_static", "named_critical"])
 def test_clean_objects_pass(task: Task, tmp_path: Path, source: str) -> None:
     assert check_object(task, *inspect(tmp_path, source)) is None
 

@@ -418,10 +418,13 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 walls.append(round_walls)
                 outside.append((cpu["cand"][0], cpu["base"][0], cpu["base"][1]))
                 # Work moved out of the windows does not pay: each candidate call is charged, as time, the
-                # CPU it used outside its window beyond the baseline's typical call of the round (the fill).
+                # CPU it used outside its window beyond the baseline's typical call of the round (the fill)
+                # and a margin for the fill's own noise (5% of it, and idle workers' or ranks' polling).
                 fill = stats.median([c.cpu_out for c in dirs["base"][0].calls])
+                margin = 0.05 * fill + (0.002 * cand_b.ranks if task.uses_mpi else 0.0001 * cand_b.threads)
                 per_process["base"].append([c.time for c in dirs["base"][0].calls if not c.warmup])
-                per_process["cand"].append([c.time + max(0.0, c.cpu_out - fill) for c in dirs["cand"][0].calls if not c.warmup])
+                per_process["cand"].append([c.time + max(0.0, c.cpu_out - fill - margin) for c in dirs["cand"][0].calls
+                                            if not c.warmup])
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
             finally:
                 for _, d in dirs.values():

@@ -10,6 +10,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, needs, reap_zombie_children
 
 
@@ -73,3 +75,59 @@ def test_kill_and_resume(small_task: Path, tmp_path: Path) -> None:
     assert again.returncode == 0 and json.loads(again.stdout)["best_candidate"] == summary["best_candidate"]
     assert eval_ids(run_dir) == after
     reap_zombie_children()  # orphans of the killed run were reparented to this test process
+
+
+@pytest.mark.slow
+@needs("gcc", "clang")
+def test_resume_restores_model_spend(tmp_path: Path) -> None:
+    """The spend logged before a kill counts on resume: `--max-usd` is one budget for the whole run, not
+    one per resume (without the restore, the resumed run starts from $0 and spends the budget again)."""
+    from llm_server import serve
+
+    gemm = REPO / "tasks" / "openmp" / "gemm"
+    env = os.environ | {"OPENAI_API_KEY": "sk-scripted-not-a-key", "KERNOPT_SANDBOX": "local"}
+    runs, max_usd = tmp_path / "runs", 0.0006
+    with serve("gemm_improves.yaml") as server:  # a priced name (litellm's prices for gpt-4o-mini), scripted answers
+        child = subprocess.Popen([sys.executable, "-m", "kernopt", "optimize", str(gemm), "--policy", "llm",
+                                  "--model", "openai/gpt-4o-mini", "--api-base", server.api_base, "--budget", "6",
+                                  "--sandbox", "local", "--runs-dir", str(runs), "--max-usd", str(max_usd), "--json"],
+                                 env=env, cwd=REPO, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                 start_new_session=True)
+        try:
+            deadline, run_dir = time.monotonic() + 300, None
+            while time.monotonic() < deadline:  # kill during the first evaluation: model calls paid, none in flight
+                logs = list(runs.glob("*/events.jsonl"))
+                if logs and len(eval_ids(logs[0].parent)) >= 1:
+                    run_dir = logs[0].parent
+                    break
+                assert child.poll() is None, "optimize ended before it could be killed"
+                time.sleep(0.1)
+            assert run_dir is not None, "no evaluation within the deadline"
+        finally:
+            os.killpg(child.pid, signal.SIGKILL)
+            child.wait()
+            reap_zombie_children()
+        spent_before = logged_usd(run_dir)
+        assert 0 < spent_before < max_usd, "the kill came after the budget was used: the test proves nothing"
+        p = subprocess.run([sys.executable, "-m", "kernopt", "optimize", "--resume", str(run_dir), "--json"], env=env,
+                           cwd=REPO, capture_output=True, text=True, timeout=900)
+    assert p.returncode == 0, p.stderr[-3000:]
+    s = json.loads(p.stdout)
+    total = logged_usd(run_dir)
+    # the resumed run's spend starts from what the log says was spent, so the one budget stops it
+    assert s["spend"]["usd"] >= spent_before and abs(s["spend"]["usd"] - total) < 1e-9
+    assert s["stopped_by"].startswith("model budget used") and "max_usd" in s["stopped_by"]
+    assert max_usd <= total < max_usd + 0.001  # stopped at the limit, not a second budget after the resume
+
+
+def logged_usd(run_dir: Path) -> float:
+    """The run's model spend as its log records it: every paid (not cached) answer's cost."""
+    total = 0.0
+    for line in (run_dir / "events.jsonl").read_text().splitlines():
+        try:
+            ev = json.loads(line)
+        except json.JSONDecodeError:
+            continue
+        if ev.get("type") == "llm" and ev.get("completion") and not ev["completion"].get("cached"):
+            total += ev["completion"]["cost_usd"]
+    return total

@@ -22,7 +22,7 @@ cp /etc/resolv.conf "$root/etc/resolv.conf"
 cp -r /usr/local/share/ca-certificates/. "$root/usr/local/share/ca-certificates/" 2>/dev/null || true
 cp /etc/ssl/certs/ca-certificates.crt "$root/etc/ssl/certs/ca-certificates.crt"
 [ -f /etc/pip.conf ] && cp /etc/pip.conf "$root/etc/pip.conf"
-for m in proc sys dev; do mount --bind "/$m" "$root/$m"; done
+for m in proc sys dev; do mount --rbind "/$m" "$root/$m"; done  # rbind: /dev/shm too (libomp registers itself there)
 # The local sandbox picks a private uid per run by locking a file under /run/kernopt-sandbox. The chroot
 # shares this machine's processes, so it must share those locks too: with a lock directory of its own it
 # took a uid a kernopt run outside was using, and each one's clean-up killed the other's processes.

@@ -30,11 +30,15 @@ mkdir -p /run/kernopt-sandbox "$root/run/kernopt-sandbox"
 mount --bind /run/kernopt-sandbox "$root/run/kernopt-sandbox"
 trap 'for m in run/kernopt-sandbox dev sys proc; do umount -l "$root/$m" 2>/dev/null || true; done' EXIT
 cat > "$root/kernopt/reduction_ok.c" <<'C'
-void reduce(long n, const double *restrict x, const double *restrict y, double *restrict result) {
+#include <math.h>
+void reduction(long n, const double *restrict x, double *restrict out) {
     double s = 0.0;
 #pragma omp parallel for reduction(+ : s)
-    for (long i = 0; i < n; i++) s += x[i] * y[i];
-    *result = s;
+    for (long i = 0; i < n; i++) {
+        double v = x[i];
+        s += sqrt(v) * exp(-0.5 * v) + 0.5 * sin(3.0 * v) + 0.5;
+    }
+    out[0] = s;
 }
 C
 run() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \

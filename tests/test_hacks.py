@@ -347,5 +347,5 @@ def test_mpi_binding(make_ev: EvFactory, ranks: int, bind: str | None, bound: bo
     OpenMP thread default must not count against a target without OpenMP); by default the OS
     places the ranks."""
     ev = make_ev(DOT)
-    cmd, _ = ev._launch(ev._binary(Path("prog"), Candidate(files={}, bind=bind), ranks=ranks), [])
+    cmd, _ = ev._launch(ev._binary(Path("prog"), Candidate(files={}, bind=bind), ranks=ranks))
     assert cmd[cmd.index("--bind-to") + 1] == ("core" if bound else "none"), cmd

@@ -179,20 +179,22 @@ class CFamilyEvaluator(SandboxedEvaluator):
         return self._baseline
 
     # ---------------------------------------------------------------- running
-    def _launch(self, b: Binary, args: list[str]) -> tuple[list[str], dict[str, str]]:
+    def _launch(self, b: Binary) -> tuple[list[str], dict[str, str]]:
+        """The command that starts the measured program (under mpirun for MPI tasks) and its environment;
+        the program takes no arguments: the monitor hands it everything through its pipes."""
         # GOMP_SPINCOUNT: idle workers spin ~50 us (gcc's default, 300000 spins, is ~1.5 ms of CPU per
         # call and worker), so the CPU a kernel uses outside the timed calls can be held to a tight bound.
         env = {"OMP_NUM_THREADS": str(b.threads), "OMP_PLACES": "cores", "GOMP_SPINCOUNT": "10000",
                "OMP_PROC_BIND": "false" if b.bind == "none" else (b.bind or "close")}
         if not self.task.uses_mpi:
-            return ["./prog", *args], env
+            return ["./prog"], env
         cores = int(self.sandbox.cpus)  # the machine the commands run on
         fits = b.ranks * (b.threads if self.task.uses_openmp else 1) <= cores  # OMP_NUM_THREADS means nothing to pure MPI
         # Binding is a candidate's knob (`bind core`); by default the OS places the ranks, which is how
         # every MPI figure in docs/results.md was measured. Oversubscribed runs cannot bind at all.
         bind = "core" if b.bind == "core" and fits else "none"
         env["OMPI_MCA_rmaps_base_oversubscribe"] = "1"
-        return ["mpirun", "--oversubscribe", "-np", str(b.ranks), "--bind-to", bind, "./prog", *args], env
+        return ["mpirun", "--oversubscribe", "-np", str(b.ranks), "--bind-to", bind, "./prog"], env
 
     def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
                    warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
@@ -220,7 +222,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 lines += [f"call {seed} 1" for seed in seeds]
         # The monitor reads the plan and deletes it before the measured program starts.
         (d / "plan").write_text("\n".join(lines) + "\n")
-        cmd, env = self._launch(b, [])
+        cmd, env = self._launch(b)
         try:
             r = self.run_step(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
         finally:

@@ -99,7 +99,9 @@ CASES = [
     ("h09_calls_harness.c", "rejected", "references ko_fill"),
     ("h09_calls_ko_call.c", "rejected", "references ko_call"),
     # 10: float instead of double
-    ("h10_float_accum.c", "wrong_answer", "outside tolerance"),
+    # (at a random size of 1 the float products can land within the elementwise bound; the whole-output
+    # norm bound still refuses them)
+    ("h10_float_accum.c", "wrong_answer", ("outside tolerance", "relative norm error")),
     # 11: timer interception, at the text gate and (obfuscated) at the object gate
     ("h11a_omp_get_wtime.c", "rejected", "omp_get_wtime"),
     ("h11b_clock_gettime.c", "rejected", "clock_gettime"),
@@ -135,10 +137,10 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,status,why", CASES, ids=[c[0].removesuffix(".c") for c in CASES])
-def test_hack(make_ev: EvFactory, name: str, status: str, why: str) -> None:
+def test_hack(make_ev: EvFactory, name: str, status: str, why: str | tuple[str, ...]) -> None:
     r = evaluate(make_ev(SMALL), hack(name))
     assert r.status == status, show(r)
-    assert why in r.reason, show(r)
+    assert any(w in r.reason for w in ((why,) if isinstance(why, str) else why)), show(r)
     assert r.speedup is None and r.reward < 0
 
 

@@ -43,14 +43,21 @@ class RunStore:
             raise UserError(f"cannot create runs directory {runs_dir}: {e.strerror}") from None
         run_id = run_id or f"{time.strftime('%Y%m%d-%H%M%S')}-{task_name}-{secrets.token_hex(2)}"
         store = cls(runs_dir / run_id)
-        (store.root / "candidates").mkdir(parents=True)
+        try:
+            (store.root / "candidates").mkdir(parents=True)
+        except OSError as e:  # an existing directory this user cannot write (/proc, a read-only mount)
+            raise UserError(f"cannot create a run directory in {runs_dir}: {e.strerror}") from None
         store.lock()
-        store._write_json("config.json", json.loads(config.model_dump_json()))
-        store._write_json("meta.json", {
-            "run_id": run_id, "kernopt": __version__, "python": platform.python_version(),
-            "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
-            "cpu_model": cpu_model(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-        })
+        try:
+            store._write_json("config.json", json.loads(config.model_dump_json()))
+            store._write_json("meta.json", {
+                "run_id": run_id, "kernopt": __version__, "python": platform.python_version(),
+                "host": platform.node(), "machine": platform.machine(), "cpus": os.cpu_count(),
+                "cpu_model": cpu_model(), "created": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+            })
+        except OSError as e:
+            store.close()
+            raise UserError(f"cannot write to run directory {store.root}: {e.strerror}") from None
         return store
 
     @classmethod

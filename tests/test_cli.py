@@ -106,3 +106,10 @@ def test_task_check_reports_input_independent_output(small_task: Path) -> None:
     p = kernopt("task", "check", str(small_task))
     assert p.returncode == 1
     assert "does not depend on its inputs" in p.stdout + p.stderr
+
+
+def test_unwritable_runs_dir_is_one_line(small_task: Path) -> None:
+    # /proc exists but not even root can create a directory in it (the tests run as root)
+    p = kernopt("optimize", str(small_task), "--runs-dir", "/proc", "--sandbox", "local", "--budget", "1")
+    assert p.returncode == 2, p.stderr
+    assert "cannot create a run directory in /proc" in one_error_line(p)

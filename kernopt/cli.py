@@ -317,8 +317,11 @@ def eval_cmd(
                                      "phase_s": result.phase_s}, indent=2) + "\n")
     else:
         print_eval(out, task.name, result)
+    # A script can rely on it (`kernopt eval ... && deploy`): 0 only for a verified kernel.
     if result.status == "infra_error":
         raise typer.Exit(3)
+    if result.status != "ok":
+        raise typer.Exit(1)
 
 
 # --------------------------------------------------------------------------- task check

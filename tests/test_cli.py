@@ -83,7 +83,7 @@ def test_eval_json_compile_error(small_task: Path, tmp_path: Path) -> None:
     bad = tmp_path / "bad.c"
     bad.write_text("void gemm(long n, const double *a, const double *b, double *c) { this is not C; }\n")
     p = kernopt("eval", str(small_task), "--candidate", str(bad), "--json")
-    assert p.returncode == 0, p.stderr
+    assert p.returncode == 1, p.stderr  # a failed verdict never exits 0 (`eval ... && deploy`)
     out = json.loads(p.stdout)
     assert out["status"] == "compile_error" and out["speedup"] is None
     assert "does not compile" in out["reason"] and "error" in out["reason"]

@@ -14,15 +14,19 @@ from rich.progress import (
     BarColumn,
     MofNCompleteColumn,
     Progress,
+    ProgressColumn,
     SpinnerColumn,
+    Task,
     TextColumn,
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
 from rich.table import Table
+from rich.text import Text
 
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
+from kernopt.estimate import eta_s, fmt_duration
 from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent
 from kernopt.model import Spend
 from kernopt.runs import RunStore
@@ -38,6 +42,17 @@ def fmt_speedup(r: EvalResult) -> str:
     if r.speedup is None or r.timing is None:
         return "-"
     return f"{r.speedup:.2f}x [{r.timing.ci_low:.2f}, {r.timing.ci_high:.2f}]"
+
+
+def fmt_status(r: EvalResult) -> str:
+    """The status as it should read: a verified candidate that is not significantly faster says so."""
+    if r.status != "ok" or r.timing is None or r.faster:
+        return r.status
+    return "ok (slower)" if r.timing.ci_high < 1.0 else "ok (not faster)"
+
+
+def status_style(r: EvalResult) -> str:
+    return "yellow" if fmt_status(r) != r.status else STATUS_STYLE.get(r.status, "white")
 
 
 def fmt_spend(spend: Spend) -> str:
@@ -61,18 +76,51 @@ def race_lines(s: dict[str, Any]) -> list[str]:
     return lines
 
 
+class EtaColumn(ProgressColumn):
+    """ETA from the mean duration of the candidates evaluated so far (kernopt/estimate.py), refreshed with
+    the clock: rich's own column estimates from the last 30 s and shows nothing when a candidate takes minutes."""
+
+    def __init__(self, hooks: ProgressHooks) -> None:
+        super().__init__()
+        self.hooks = hooks
+
+    def render(self, task: Task) -> Text:
+        left = self.hooks.eta()
+        return Text("ETA " + ("-:--:--" if left is None else f"~{fmt_duration(left)}"), style="progress.remaining")
+
+
 class ProgressHooks(Hooks):
-    """Live progress: candidates tried, statuses, best verified speedup so far, elapsed and ETA."""
+    """Live progress: candidates tried, statuses, best verified speedup so far, elapsed and ETA; the phase
+    of the evaluation in progress (building, verifying, race check, waiting for the timing lock, timing)."""
 
     def __init__(self, console: Console, budget: int) -> None:
         self.console = console
         self.counts: collections.Counter[str] = collections.Counter()
         self.best = "none yet"
+        self.budget = budget
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+                                 TimeElapsedColumn(), EtaColumn(self), console=console, transient=False)
         self.task_id = self.progress.add_task("starting", total=budget)
         self._t0 = time.monotonic()
         self.spend: Spend | None = None  # the models' spend, shown next to the best speedup (llm runs)
+        self.durations: list[float] = []  # seconds of each candidate evaluated in this process (not from the log)
+        self.prior_s: float | None = None  # the up-front estimate per candidate, until one has finished
+        self.done = 0
+        self._current: tuple[str, float] | None = None  # (candidate id, when its evaluation started)
+
+    def eta(self, now: float | None = None) -> float | None:
+        """Seconds left in the run (estimate.eta_s), None when nothing is known yet."""
+        now = time.monotonic() if now is None else now
+        current = now - self._current[1] if self._current is not None else 0.0
+        return eta_s(self.durations, self.budget - self.done, current, self.prior_s)
+
+    def on_estimate(self, per_candidate_s: float, text: str) -> None:
+        self.prior_s = per_candidate_s
+        self.console.print(f"[cyan]•[/] {escape(text)}", highlight=False, soft_wrap=True)
+
+    def on_phase(self, text: str) -> None:
+        if self._current is not None:  # called from the evaluator, or its lock-wait thread: rich locks its own updates
+            self.progress.update(self.task_id, description=self._describe(f" | {self._current[0]}: {escape(text)}"))
 
     def __enter__(self) -> ProgressHooks:
         self.progress.start()
@@ -87,20 +135,25 @@ class ProgressHooks(Hooks):
         return f"best [bold green]{self.best}[/]{spend} | {counts or 'no results yet'}{extra}"
 
     def on_eval_start(self, candidate: Candidate, index: int, budget: int) -> None:
+        self._current = (candidate.id, time.monotonic())
         self.progress.update(self.task_id, description=self._describe(f" | evaluating {candidate.id}"))
 
     def on_eval_done(self, candidate: Candidate, result: EvalResult, cached: bool,
                      best: tuple[Candidate, EvalResult] | None) -> None:
+        if self._current is not None and not cached:
+            self.durations.append(time.monotonic() - self._current[1])
+        self._current = None
+        self.done += 1
         self.counts[result.status] += 1
         if best is not None:
             self.best = f"{best[1].speedup:.2f}x"
-        style = STATUS_STYLE.get(result.status, "white")
+        style = status_style(result)
         tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
         tag += fmt_race(result.verification.race_check)
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
         detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
         # ideas and reasons come from models and compilers: "a[i]" is text, not markup
-        self.console.print(f"  {candidate.id} [{style}]{result.status:<13}[/] {escape(detail[:110])}{mark}"
+        self.console.print(f"  {candidate.id} [{style}]{fmt_status(result):<15}[/] {escape(detail[:110])}{mark}"
                            f"[dim]{tag} — {escape(candidate.idea[:80])}[/]", highlight=False, soft_wrap=True)
         self.progress.update(self.task_id, advance=1, description=self._describe())
 
@@ -113,7 +166,10 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
     if s.get("best_candidate"):
         ci = s.get("best_ci") or [float("nan"), float("nan")]
         sig = "significant" if s.get("best_significant") else "NOT significant on re-measurement"
-        console.print(f"[bold]best:[/] {s['best_candidate']} — [bold green]{s['best_speedup']:.2f}x[/] "
+        # a re-measured best that is not significantly faster must not read as a win
+        slow = "" if s.get("best_significant") else (" (slower)" if ci[1] < 1.0 else " (not faster)")
+        speed = "bold green" if s.get("best_significant") else "bold yellow"
+        console.print(f"[bold]best:[/] {s['best_candidate']} — [{speed}]{s['best_speedup']:.2f}x{slow}[/] "
                       f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox)", highlight=False)
         if s.get("best_speedup_vs_eager"):
             vs_compile = f", {s['best_speedup_vs_compile']:.2f}x vs torch.compile" if s.get("best_speedup_vs_compile") else ""
@@ -142,8 +198,8 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
 
 
 def print_eval(console: Console, task: str, r: EvalResult) -> None:
-    style = STATUS_STYLE.get(r.status, "white")
-    console.print(f"[bold]{escape(task)}[/]: [{style}]{r.status}[/] — {escape(r.reason)}", highlight=False, soft_wrap=True)
+    style = status_style(r)
+    console.print(f"[bold]{escape(task)}[/]: [{style}]{fmt_status(r)}[/] — {escape(r.reason)}", highlight=False, soft_wrap=True)
     v = r.verification
     if v.sizes:
         counts = f"threads {v.threads}" if v.threads else (f"ranks {v.ranks}" if v.ranks else "serial")

@@ -306,7 +306,10 @@ def eval_cmd(
     ev = get_evaluator(task, sb, eval_config, Path(tempfile.mkdtemp(prefix="kernopt-eval-")),
                        profile=profile)
     try:
-        with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)..."):
+        with err.status(f"evaluating {candidate} on {task.name} (build, verify, race check, timing)...") as spinner:
+            from rich.markup import escape
+
+            ev.on_phase = lambda text: spinner.update(f"evaluating {escape(str(candidate))} on {task.name}: {escape(text)}")
             result = ev.evaluate(cand)
     finally:
         ev.close()
@@ -445,18 +448,39 @@ def runs_show(run: str = typer.Argument(..., help="Run id or path."),
 
     store = RunStore.open(run, runs_dir)
     if as_json:
-        rows = [{"id": c.id, "parent": c.parent, "author": c.author, "idea": c.idea, **r.summary()}
-                for c, r in store.evaluated().values()]
+        rows = [{"n": i, "id": c.id, "parent": c.parent, "author": c.author, "idea": c.idea, **r.summary()}
+                for i, (c, r) in enumerate(store.evaluated().values(), 1)]
         sys.stdout.write(json.dumps({"run_id": store.run_id, "summary": store.summary(), "candidates": rows}, indent=2) + "\n")
     else:
         print_run(out, store)
 
 
+CANDIDATE_REF_HELP = ("A candidate: its # in `kernopt runs show` (a number of up to 4 digits; 0 is the baseline), "
+                      "`baseline`, `best`, or its id (a unique prefix of 5 or more characters will do).")
+
+
+def candidate_ref(store: Any, ref: str) -> str:
+    """A `#` row number of `runs show` (up to 4 digits; 0 = the baseline) as the id it names; other refs unchanged."""
+    from kernopt.errors import UserError
+
+    ref = ref.strip()
+    if not (ref.isdigit() and len(ref) <= 4):
+        return ref
+    ids = list(store.evaluated())
+    n = int(ref)
+    if n == 0:
+        return "baseline"
+    if n > len(ids):
+        raise UserError(f"no candidate #{n} in run {store.run_id}: `kernopt runs show` numbers its {len(ids)} candidates "
+                        f"1..{len(ids)} (0 or `baseline` is the baseline)")
+    return str(ids[n - 1])
+
+
 @runs_app.command("diff")
 @user_errors
 def runs_diff(run: str = typer.Argument(..., help="Run id or path."),
-              a: str = typer.Argument(..., help="Candidate id (a unique prefix will do), `baseline` or `best`."),
-              b: str = typer.Argument(..., help="Candidate id (a unique prefix will do), `baseline` or `best`."),
+              a: str = typer.Argument(..., help=CANDIDATE_REF_HELP),
+              b: str = typer.Argument(..., help=CANDIDATE_REF_HELP),
               runs_dir: Path = typer.Option(Path("runs"), help="Runs directory.")) -> None:
     """Unified diff of two candidates' files and knobs (highlighted in a terminal, plain when piped)."""
     from rich.markup import escape
@@ -465,7 +489,9 @@ def runs_diff(run: str = typer.Argument(..., help="Run id or path."),
     from kernopt.report.data import candidate_diff, load_run, resolve
     from kernopt.runs import RunStore
 
-    data = load_run(RunStore.open(run, runs_dir))
+    store = RunStore.open(run, runs_dir)
+    data = load_run(store)
+    a, b = candidate_ref(store, a), candidate_ref(store, b)
     na, nb = resolve(data, a), resolve(data, b)
     if "best" in (a, b) and data.best_id is None:
         err.print("note: no candidate was significantly faster, so `best` is the baseline", highlight=False)

@@ -265,11 +265,14 @@ def print_run(console: Console, store: RunStore) -> None:
     s = store.summary() or {}
     console.print(f"[bold]{store.run_id}[/] task {s.get('task', '?')} — {s.get('status', 'incomplete')}", highlight=False)
     table = Table("#", "id", "parent", "author", "status", "speedup", "idea / reason")
+    # `kernopt runs diff RUN 0 best` (or `baseline`): the # column is what diff takes
+    table.add_row("0", "baseline", "-", "baseline", "-", "1.00x", "the task's own kernel (refer to it as 0 or `baseline`)")
     for i, (c, r) in enumerate(store.evaluated().values(), 1):
-        style = STATUS_STYLE.get(r.status, "white")
+        style = status_style(r)
         text = c.idea if r.status == "ok" else f"{c.idea} — {r.reason}"
         # ideas, reasons and authors are run data, not markup ("a[i]" must print as written)
-        table.add_row(str(i), c.id, escape(c.parent or "-"), escape(c.author), f"[{style}]{r.status}[/]", fmt_speedup(r), escape(text[:120]))
+        table.add_row(str(i), c.id, escape(c.parent or "-"), escape(c.author), f"[{style}]{fmt_status(r)}[/]", fmt_speedup(r),
+                      escape(text[:120]))
     console.print(table)
     if s.get("best_candidate"):
         console.print(f"best: {s['best_candidate']} {s['best_speedup']:.2f}x (re-measured); files in {store.root / 'best'}")
@@ -292,6 +295,8 @@ class BenchProgress:
         self.overall = self.progress.add_task(self._overall(), total=total)
         self.lines: dict[str, Any] = {}  # key -> the rich task id of its line
         self.best: dict[str, float | None] = {}
+        self.last: dict[str, str] = {}  # key -> the last candidate's status (or message)
+        self.phase: dict[str, str] = {}  # key -> the phase of its evaluation in progress
 
     def __enter__(self) -> BenchProgress:
         self.progress.start()
@@ -314,10 +319,16 @@ class BenchProgress:
     def on_event(self, ev: Any) -> None:
         if ev.kind == "eval":
             self.best[ev.key] = ev.best_speedup
+        if ev.kind == "phase":  # the candidate in progress: its phase after the last finished one's status
+            self.phase[ev.key] = ev.text
+        else:
+            self.last[ev.key] = ev.status if ev.kind == "eval" else (ev.text if ev.kind == "message" else "starting")
+            self.phase.pop(ev.key, None)
         best = self.best.get(ev.key)
-        last = ev.status if ev.kind == "eval" else (ev.text if ev.kind == "message" else "starting")
+        last = self.last.get(ev.key, "starting")
+        now = f" · now: {escape(self.phase[ev.key][:90])}" if ev.key in self.phase else ""
         desc = (f"  {escape(ev.key)}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
-                f"last {escape(last[:32])}" + (f" · {escape(ev.host)}" if ev.host else ""))
+                f"last {escape(last[:32])}{now}" + (f" · {escape(ev.host)}" if ev.host else ""))
         if ev.key not in self.lines:
             self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done)
         else:

@@ -44,3 +44,48 @@ def test_summary_best_not_significant_says_so(tmp_path: Path) -> None:
     buf = io.StringIO()
     print_summary(Console(file=buf, width=200), {**s, "best_speedup": 3.0, "best_ci": [2.9, 3.1], "best_significant": True}, tmp_path)
     assert "3.00x (95% CI" in buf.getvalue()
+
+
+def fake_run(tmp_path: Path, n: int = 3) -> tuple[Path, list[Candidate]]:
+    """A run of n evaluated candidates (no candidate id starts with a digit row number, so a prefix reading cannot pass)."""
+    from kernopt.config import RunConfig
+    from kernopt.runs import RunStore
+
+    store = RunStore.create(RunConfig(task=str(Path("tasks/openmp/gemm").resolve()), runs_dir=tmp_path), "gemm")
+    store.append("start", task="gemm", already_evaluated=0,
+                 baseline=Candidate(files={"kernel.c": "baseline\n"}, author="baseline").model_dump())
+    cands: list[Candidate] = []
+    k = 0
+    while len(cands) < n:
+        c = Candidate(files={"kernel.c": f"version {len(cands) + 1}\n"}, idea=f"idea {k}", author="tuner")
+        k += 1
+        if c.id[0].isdigit():  # keep ids that a digit could not prefix
+            c = c.model_copy(update={"defines": {"V": str(k)}})
+            if c.id[0].isdigit():
+                continue
+        store.record_eval(c, EvalResult(candidate_id=c.id, status="wrong_answer", reason="bad"))
+        cands.append(c)
+    store.close()
+    return store.root, cands
+
+
+def test_runs_diff_takes_the_row_numbers_runs_show_prints(tmp_path: Path) -> None:
+    from tests.test_cli import kernopt, one_error_line
+
+    run, cands = fake_run(tmp_path)
+    shown = kernopt("runs", "show", str(run))
+    assert shown.returncode == 0, shown.stderr
+    rows = [ln.split() for ln in shown.stdout.splitlines() if "│" in ln or "|" in ln]
+    flat = " ".join(" ".join(r) for r in rows)
+    assert "baseline" in flat  # the baseline is listed, as row 0
+    p = kernopt("runs", "diff", str(run), "1", "3")
+    assert p.returncode == 0, p.stderr
+    assert "-version 1" in p.stdout and "+version 3" in p.stdout
+    p = kernopt("runs", "diff", str(run), "0", "2")
+    assert p.returncode == 0, p.stderr
+    assert "-baseline" in p.stdout and "+version 2" in p.stdout
+    p = kernopt("runs", "diff", str(run), "baseline", cands[1].id[:6])
+    assert p.returncode == 0 and "+version 2" in p.stdout
+    p = kernopt("runs", "diff", str(run), "4", "1")
+    assert p.returncode == 2
+    assert "no candidate #4" in one_error_line(p)

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import functools
 import json
+import signal
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -132,23 +133,36 @@ def optimize(
         store = RunStore.create(config, task.name)
     err.print(f"run directory: [bold]{store.root}[/]")
     hooks = ProgressHooks(err, config.search.max_candidates)
+    previous = signal.signal(signal.SIGTERM, _terminated)  # `kill`, a batch system's time limit: like Ctrl-C
     try:
         with hooks:
             summary = run_optimize(store, hooks, resumed=bool(resume), sandbox=sandbox_obj)
-    except KeyboardInterrupt:
-        err.print(f"[yellow]interrupted[/]; continue with: kernopt optimize --resume {store.root}")
-        raise typer.Exit(130) from None
+    except KeyboardInterrupt as e:
+        term = isinstance(e, Terminated)
+        err.print(f"[yellow]{'terminated' if term else 'interrupted'}[/]; continue with: kernopt optimize --resume {store.root}",
+                  highlight=False, soft_wrap=True)
+        raise typer.Exit(143 if term else 130) from None
     except InfraError as e:
         # Not the candidate's fault and not scored: the log is intact, so the run can continue later.
         err.print(f"[bold red]infrastructure error:[/] {e}; continue with: kernopt optimize --resume {store.root}",
                   highlight=False, soft_wrap=True)
         raise typer.Exit(3) from None
     finally:
+        signal.signal(signal.SIGTERM, previous)
         store.close()
     if as_json:
         _finish(summary, True)
     else:
         print_summary(out, summary, store.root)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM, raised where the run is, so it unwinds (evaluator cleanup, the log's lock) as Ctrl-C does."""
+
+
+def _terminated(signum: int, frame: Any) -> None:
+    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
+    raise Terminated()
 
 
 def _finish(summary: dict[str, Any], as_json: bool) -> None:

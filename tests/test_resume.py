@@ -131,3 +131,37 @@ def logged_usd(run_dir: Path) -> float:
         if ev.get("type") == "llm" and ev.get("completion") and not ev["completion"].get("cached"):
             total += ev["completion"]["cost_usd"]
     return total
+
+
+def wait_for_evals(runs: Path, proc: subprocess.Popen[str], n: int, timeout: float = 300) -> Path:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        dirs = list(runs.glob("*")) if runs.exists() else []
+        if dirs and (dirs[0] / "events.jsonl").exists() and len(eval_ids(dirs[0])) >= n:
+            return dirs[0]
+        assert proc.poll() is None, "optimize ended too early"
+        time.sleep(0.05)
+    raise AssertionError("no progress within the deadline")
+
+
+@needs("gcc", "clang")
+def test_sigterm_is_like_ctrl_c(small_task: Path, tmp_path: Path) -> None:
+    """SIGTERM (kill, a batch system's time limit) ends the run with the resume hint and exit 143, its log intact."""
+    runs = tmp_path / "runs"
+    proc = subprocess.Popen([sys.executable, "-m", "kernopt", "optimize", str(small_task), "--budget", "6", "--sandbox", "local",
+                             "--runs-dir", str(runs)], cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                            start_new_session=True)
+    try:
+        run_dir = wait_for_evals(runs, proc, 1)
+        proc.send_signal(signal.SIGTERM)
+        _, stderr = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.wait()
+        reap_zombie_children()
+    assert proc.returncode == 143, stderr[-3000:]
+    assert f"kernopt optimize --resume {run_dir}" in stderr and "Traceback" not in stderr
+    lines = (run_dir / "events.jsonl").read_text().splitlines()
+    assert lines and all(json.loads(ln) for ln in lines)  # no torn line: the log was left consistent
+    assert not (run_dir / "summary.json").exists()

@@ -113,3 +113,40 @@ def test_unwritable_runs_dir_is_one_line(small_task: Path) -> None:
     p = kernopt("optimize", str(small_task), "--runs-dir", "/proc", "--sandbox", "local", "--budget", "1")
     assert p.returncode == 2, p.stderr
     assert "cannot create a run directory in /proc" in one_error_line(p)
+
+
+@needs("gcc")
+def test_broken_baseline_is_a_user_error_before_any_run(small_task: Path, tmp_path: Path) -> None:
+    kernel = small_task / "kernel.c"
+    good = tmp_path / "good.c"
+    good.write_text(kernel.read_text())
+    kernel.write_text(kernel.read_text().replace("c[i * n + j] = s;", "c[i * n + j] = s oops;"))
+    runs = tmp_path / "runs"
+    p = kernopt("optimize", str(small_task), "--sandbox", "local", "--runs-dir", str(runs), "--budget", "1")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "baseline fails to build" in line and "error:" in line and "oops" in line and "--resume" not in line
+    assert not runs.exists() or not any(runs.iterdir()), "a run directory was created for a task that cannot run"
+    p = kernopt("eval", str(small_task), "--candidate", str(good), "--sandbox", "local", "--json")
+    assert p.returncode == 2, p.stderr
+    assert "oops" in one_error_line(p)
+    out = json.loads(p.stdout)  # --json always prints an object, even for an error
+    assert out["status"] == "user_error" and "oops" in out["error"] and out["speedup"] is None
+
+
+@needs("gcc")
+def test_broken_harness_is_a_user_error_with_the_compiler_line(small_task: Path, tmp_path: Path) -> None:
+    harness = small_task / "harness.c"
+    harness.write_text(harness.read_text() + "\nint broken_harness = ;\n")
+    runs = tmp_path / "runs"
+    p = kernopt("optimize", str(small_task), "--sandbox", "local", "--runs-dir", str(runs), "--budget", "1")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "harness does not build" in line and "error:" in line
+    assert not runs.exists() or not any(runs.iterdir())
+
+
+def test_eval_json_prints_an_object_on_a_user_error(small_task: Path) -> None:
+    p = kernopt("eval", str(small_task), "--candidate", "/nonexistent/k.c", "--json")
+    assert p.returncode == 2
+    assert json.loads(p.stdout)["status"] == "user_error"

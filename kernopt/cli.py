@@ -61,25 +61,6 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
-def json_errors(fn: F) -> F:
-    """With --json, a command that ends in a user or infrastructure error still prints one JSON object on
-    stdout (status, error), then the error goes on to user_errors (one line on stderr, exit 2 or 3)."""
-
-    @functools.wraps(fn)
-    def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from kernopt.errors import InfraError, UserError
-
-        try:
-            return fn(*args, **kwargs)
-        except (UserError, InfraError) as e:
-            if kwargs.get("as_json"):
-                kind = "user_error" if isinstance(e, UserError) else "infra_error"
-                sys.stdout.write(json.dumps({"status": kind, "error": str(e), "speedup": None, "significant": False}, indent=2) + "\n")
-            raise
-
-    return wrapper  # type: ignore[return-value]
-
-
 def _version(value: bool) -> None:
     if value:
         from kernopt import __version__
@@ -145,7 +126,6 @@ def optimize(
         config = resolve_run_config(config_file, flags, overrides)
         task = load_task(Path(config.task))
         sandbox_obj = get_sandbox(config.sandbox, task.target)  # usable, checked before a run directory is created
-        check_task_builds(task, sandbox_obj, config.eval)  # a broken baseline or harness is the user's to fix: no run yet
         # The run log records what was used (not "auto") and where the task is.
         config = config.model_copy(update={"sandbox": sandbox_obj.name, "task": str(task.root)})
         if config.search.value_path is not None:  # a resume may start elsewhere
@@ -183,48 +163,6 @@ class Terminated(KeyboardInterrupt):
 def _terminated(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
     raise Terminated()
-
-
-TASK_BUILD_FAILURES = ("task baseline fails to build", "task harness does not build")
-
-
-def task_build_error(e: Exception) -> Optional[str]:
-    """The one line for an error that says the task's own baseline or harness does not compile (the
-    compiler's `error:` line in it), None for any other error."""
-    text = str(e)
-    if not text.startswith(TASK_BUILD_FAILURES):
-        return None
-    head = text.split(":", 1)[0]
-    first = next((ln.strip() for ln in text.splitlines() if "error:" in ln), text.splitlines()[0])
-    if first.startswith(head):
-        return first[:400]
-    return f"{head}: {first[:300]}"
-
-
-def check_task_builds(task: Any, sb: Any, eval_config: Any) -> None:
-    """Build the task's harness and baseline once (a UserError naming the compiler's error when either does
-    not compile), so a broken task ends before anything is created or measured."""
-    import shutil
-    import tempfile
-
-    from kernopt.errors import InfraError, UserError
-    from kernopt.evaluators import get_evaluator
-
-    workroot = Path(tempfile.mkdtemp(prefix="kernopt-check-"))
-    ev = get_evaluator(task, sb, eval_config, workroot)
-    build = getattr(ev, "baseline_binary", None)
-    try:
-        if build is not None:
-            with ev.session():  # type: ignore[attr-defined]
-                build()
-    except InfraError as e:
-        line = task_build_error(e)
-        if line is None:
-            raise
-        raise UserError(line) from None
-    finally:
-        ev.close()
-        shutil.rmtree(workroot, ignore_errors=True)
 
 
 def _finish(summary: dict[str, Any], as_json: bool) -> None:
@@ -342,7 +280,6 @@ def _bench_sandbox(task_dir: str) -> str:
 # --------------------------------------------------------------------------- eval
 @app.command("eval")
 @user_errors
-@json_errors
 def eval_cmd(
     task_dir: Path = typer.Argument(..., help="Task directory."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Your kernel source file."),
@@ -358,7 +295,7 @@ def eval_cmd(
 
     from kernopt.candidate import Candidate
     from kernopt.config import EvalConfig
-    from kernopt.errors import InfraError, UserError
+    from kernopt.errors import UserError
     from kernopt.evaluators import get_evaluator
     from kernopt.hw.probe import profile_for_task
     from kernopt.sandbox import get_sandbox
@@ -388,11 +325,6 @@ def eval_cmd(
 
             ev.on_phase = lambda text: spinner.update(f"evaluating {escape(str(candidate))} on {task.name}: {escape(text)}")
             result = ev.evaluate(cand)
-    except InfraError as e:
-        line = task_build_error(e)  # the task's own baseline or harness does not compile: the user's to fix
-        if line is None:
-            raise
-        raise UserError(line) from None
     finally:
         ev.close()
     if as_json:
@@ -457,6 +389,37 @@ def task_import_kernelbench(
         err.print(f"[bold red]error:[/] {path}: no KernelBench problem files found", highlight=False)
         raise typer.Exit(2)
     err.print(f"{len(written)} task(s) written under {out_dir}; next: kernopt task check {written[0]}", highlight=False)
+
+@task_app.command("new")
+@user_errors
+def task_new(
+    name: str = typer.Argument(..., help="The task's name."),
+    source: Path = typer.Option(..., "--from", help="The C file that defines the kernel function (it becomes the baseline)."),
+    function: str = typer.Option(..., "--function", help="The kernel function."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="The task directory to write (default: ./NAME)."),
+    size: list[str] = typer.Option([], "--size", help="BUFFER=EXPR: the buffer's element count in terms of n (e.g. a='n*n')."),
+    param: list[str] = typer.Option([], "--param", help="SCALAR=EXPR (an integer's value in terms of n, a float's fixed value), or SCALAR (= n)."),
+    role: list[str] = typer.Option([], "--role", help="BUFFER=in|out|inout (default: const pointers in, others out)."),
+    fill: list[str] = typer.Option([], "--fill", help="BUFFER=LO:HI: inputs drawn uniformly from [LO, HI) (e.g. idx=0:n)."),
+    target: str = typer.Option("openmp", help="openmp, c, mpi or mpi+openmp."),
+    timing: Optional[int] = typer.Option(None, "--timing", help="The timing size (default: calibrated by running the baseline)."),
+    yes: bool = typer.Option(False, "--yes", "-y", help="Take the inferred defaults for everything the options leave open (no prompts)."),
+    force: bool = typer.Option(False, "--force", help="Write into a non-empty directory."),
+    no_check: bool = typer.Option(False, "--no-check", help="Do not run `task check` on the result."),
+    sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
+) -> None:
+    """Write a task directory for a kernel of your own (docs/tasks.md, "task new"), then check it."""
+    from rich.markup import escape
+
+    from kernopt.task_new import run_new
+
+    ok = run_new(name, source, function, out_dir or Path(name), sizes=size, params=param, roles=role, fills=fill, target=target,
+                 timing=timing, ask=None if yes else (lambda q, d: str(typer.prompt(q, default=d))), force=force,
+                 check=not no_check, sandbox_name=sandbox, say=lambda m: err.print(f"  … {m}", highlight=False),
+                 show=lambda m: out.print(escape(m), highlight=False))
+    if not ok:
+        raise typer.Exit(1)
+
 
 
 # --------------------------------------------------------------------------- sandbox

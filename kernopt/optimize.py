@@ -14,6 +14,7 @@ from kernopt.agent.value import get_value_model
 from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
 from kernopt.errors import UserError
+from kernopt.estimate import for_run
 from kernopt.evaluators import get_evaluator
 from kernopt.evaluators.result import EvalResult
 from kernopt.hw.probe import profile_for_task
@@ -73,12 +74,26 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     profile = profile_for_task(task, sandbox, hooks.on_message)  # the roofs for roofline figures: measured once per host
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-"))
     evaluator = get_evaluator(task, sandbox, config.eval, workroot, profile=profile)
+    evaluator.on_phase = hooks.on_phase  # the phase of each evaluation, live (display only)
     started = time.monotonic()
+    left = config.search.max_candidates - len(done)
+    est = for_run(task, config.eval.rounds, config.eval.reps, left)
+    if est is not None:
+        hooks.on_estimate(est.per_candidate_s, est.text)
+    refined = False
 
     def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+        nonlocal refined, left
         if c.id in done:
             return done[c.id][1], True
         r = evaluator.evaluate(c)
+        left -= 1
+        if not refined and r.timing is not None:  # the baseline's call time is known now: a sharper estimate
+            refined = True
+            checking = sum(v for k, v in r.phase_s.items() if k in ("build", "verify", "race"))
+            est = for_run(task, config.eval.rounds, config.eval.reps, left, r.timing.baseline_median_s, checking)
+            if est is not None:
+                hooks.on_estimate(est.per_candidate_s, est.text)
         store.record_eval(c, r)
         # What the policy sees is what the log holds (JSON has no inf: an error of inf is logged as
         # null), so a resumed run builds the very same prompts and its model calls hit the cache.

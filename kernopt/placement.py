@@ -11,16 +11,23 @@ second lock file, the turnstile), so a stream of overlapping builds cannot starv
 The lock is `flock` on a file: it holds across processes and users, and the kernel drops it when its
 holder dies (a SIGKILLed bench leaves nothing stale). `KERNOPT_HOST_LOCK` names the file (default
 /tmp/kernopt-host.lock); `off` disables it.
+
+Who holds it, for display only: a holder (and a timer queued at the turnstile) writes a one-line record
+(pid, mode, what it is doing, since when) into `<lock>.holders/`, and removes it on release; a waiter
+reads them to say whom it waits for (`on_wait`). The records are advisory: nothing about who may run
+depends on them, a SIGKILLed holder leaves one behind (readers skip records of dead pids).
 """
 
 from __future__ import annotations
 
 import contextlib
 import fcntl
+import json
 import os
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Literal
 
 Mode = Literal["shared", "exclusive"]
@@ -43,6 +50,101 @@ def _open(path: str) -> int | None:
     return fd
 
 
+@dataclass(frozen=True)
+class Holder:
+    """One record of `<lock>.holders/`: who holds (or, `mode` "waiting", queues to time) and since when."""
+
+    pid: int
+    mode: str
+    what: str
+    since: float  # time.time() when it got the lock (or started queueing)
+
+    def describe(self, now: float | None = None) -> str:
+        """'pid 4242 (timing gemm c0007) for 12 s'."""
+        held = max(0.0, (time.time() if now is None else now) - self.since)
+        return f"pid {self.pid} ({self.what}) for {held:.0f} s"
+
+
+def _holders_dir(path: str) -> str:
+    return path + ".holders"
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except OSError:
+        return True  # another user's process (EPERM): it exists
+    return True
+
+
+def holders(path: str | None = None) -> list[Holder]:
+    """The recorded holders of the lock at `path` (default: lock_path()) whose process is alive, the
+    longest-held first. Advisory: display only, never for deciding anything."""
+    path = path or lock_path()
+    if path is None:
+        return []
+    d = _holders_dir(path)
+    try:
+        names = os.listdir(d)
+    except OSError:
+        return []
+    out: list[Holder] = []
+    for name in names:
+        try:
+            with open(os.path.join(d, name)) as f:
+                rec = json.loads(f.read(4096))
+            h = Holder(int(rec["pid"]), str(rec["mode"]), str(rec["what"])[:120], float(rec["since"]))
+        except (OSError, ValueError, KeyError, TypeError):
+            continue
+        if _alive(h.pid):
+            out.append(h)
+    return sorted(out, key=lambda h: h.since)
+
+
+def describe_wait(path: str, mode: Mode, waited_s: float) -> str:
+    """The phase text of a waiter: whom it waits for and how long it has waited."""
+    me = os.getpid()
+    others = [h for h in holders(path) if h.pid != me]
+    held = [h for h in others if h.mode != "waiting"]
+    queued = [h for h in others if h.mode == "waiting"]
+    want = "the timing lock" if mode == "exclusive" else "the timing lock (to build and check)"
+    if held:
+        who = held[0].describe() if held[0].mode == "exclusive" or len(held) == 1 else \
+            f"{held[0].describe()} and {len(held) - 1} other{'s' * (len(held) > 2)}"
+        text = f"waiting for {want} held by {who}"
+    elif queued:
+        text = f"waiting for {want}: queued behind {queued[0].describe()}"
+    else:
+        text = f"waiting for {want}"
+    return f"{text}; waited {waited_s:.0f} s"
+
+
+def _record(path: str, mode: str, what: str) -> str | None:
+    """Write this thread's holder record; returns its file (None when it cannot be written: display only)."""
+    d = _holders_dir(path)
+    try:
+        with contextlib.suppress(FileExistsError):
+            os.mkdir(d, 0o1777)
+            os.chmod(d, 0o1777)  # every user's runs record here (sticky: each removes only its own)
+        f = os.path.join(d, f"{os.getpid()}-{threading.get_ident()}")
+        tmp = f + ".tmp"
+        with open(tmp, "w") as out:
+            out.write(json.dumps({"pid": os.getpid(), "mode": mode, "what": what, "since": time.time()}))
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, f)
+        return f
+    except OSError:
+        return None
+
+
+def _unrecord(f: str | None) -> None:
+    if f is not None:
+        with contextlib.suppress(OSError):
+            os.unlink(f)
+
+
 class _Held(threading.local):
     mode: Mode | None = None
 
@@ -50,12 +152,44 @@ class _Held(threading.local):
 _held = _Held()
 
 
+def _flock_reporting(fd: int, op: int, report: Callable[[float], None] | None) -> None:
+    """flock(fd, op), blocking as always; when it does not succeed at once and `report` is given, report(
+    seconds waited) is called now and about every second from a helper thread until it returns."""
+    if report is None:
+        fcntl.flock(fd, op)
+        return
+    try:
+        fcntl.flock(fd, op | fcntl.LOCK_NB)  # free: taken at once, nothing to report
+        return
+    except BlockingIOError:
+        pass
+    t0 = time.monotonic()
+    done = threading.Event()
+
+    def tick() -> None:
+        while not done.is_set():
+            with contextlib.suppress(Exception):  # a display failure must never affect the lock
+                report(time.monotonic() - t0)
+            done.wait(1.0)
+
+    ticker = threading.Thread(target=tick, name="kernopt-lock-wait", daemon=True)
+    ticker.start()
+    try:
+        fcntl.flock(fd, op)
+    finally:
+        done.set()
+        ticker.join(5)
+
+
 @contextlib.contextmanager
-def hold(mode: Mode, waited: dict[str, float] | None = None) -> Iterator[None]:
+def hold(mode: Mode, waited: dict[str, float] | None = None, what: str = "",
+         on_wait: Callable[[str], None] | None = None) -> Iterator[None]:
     """Hold the host lock in `mode` for the block. Nested use in one thread is a no-op when the lock is
     already held at least as strongly; asking for exclusive inside shared is a bug (flock cannot upgrade
     atomically), so phases are held one after the other. `waited["wait"]` accumulates the seconds spent
-    waiting, so a phase's time can leave them out."""
+    waiting, so a phase's time can leave them out. `what` says what the lock is held for (recorded for
+    waiters to show); `on_wait(text)` is called about every second while this call waits for the lock,
+    with whom it waits for (describe_wait), from a helper thread."""
     path = lock_path()
     if path is None or _held.mode == "exclusive" or _held.mode == mode:
         yield
@@ -68,16 +202,26 @@ def hold(mode: Mode, waited: dict[str, float] | None = None) -> Iterator[None]:
             yield
             return
         t0 = time.monotonic()
-        fcntl.flock(gate, fcntl.LOCK_EX)
-        fcntl.flock(main, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH)
-        fcntl.flock(gate, fcntl.LOCK_UN)
-        if waited is not None:
-            waited["wait"] = waited.get("wait", 0.0) + time.monotonic() - t0
-        _held.mode = mode
+        report = None if on_wait is None else (lambda _s: on_wait(describe_wait(path, mode, time.monotonic() - t0)))
+        what = what or f"{mode} hold"
+        record: str | None = None
         try:
-            yield
+            _flock_reporting(gate, fcntl.LOCK_EX, report)
+            if mode == "exclusive":  # queued first at the turnstile: new shared holders wait for this timer
+                record = _record(path, "waiting", what)
+            _flock_reporting(main, fcntl.LOCK_EX if mode == "exclusive" else fcntl.LOCK_SH, report)
+            fcntl.flock(gate, fcntl.LOCK_UN)
+            _unrecord(record)
+            record = _record(path, mode, what)
+            if waited is not None:
+                waited["wait"] = waited.get("wait", 0.0) + time.monotonic() - t0
+            _held.mode = mode
+            try:
+                yield
+            finally:
+                _held.mode = None
         finally:
-            _held.mode = None
+            _unrecord(record)
     finally:
         for fd in (main, gate):
             if fd is not None:

@@ -42,6 +42,13 @@ class Hooks:
 
     def on_message(self, text: str) -> None: ...
 
+    def on_phase(self, text: str) -> None:
+        """The phase of the evaluation in progress ("building", "waiting for the timing lock held by pid 42
+        (timing gemm c0003) for 12 s", "timing round 2/5: ..."). May be called from a helper thread."""
+
+    def on_estimate(self, per_candidate_s: float, text: str) -> None:
+        """The run's estimated duration: seconds per candidate and the line that says it and what it is based on."""
+
 
 class BudgetExhausted(Exception):
     """No new evaluation may start."""

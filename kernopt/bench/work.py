@@ -11,6 +11,7 @@ import json
 import os
 import platform
 import shutil
+import threading
 import time
 from collections.abc import Callable, Iterable
 from pathlib import Path
@@ -72,7 +73,7 @@ class ProgressEvent(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     key: str
-    kind: Literal["start", "eval", "message"]
+    kind: Literal["start", "eval", "message", "phase"]
     done: int = Field(0, description="Candidates evaluated so far.")
     budget: int = 0
     best_speedup: float | None = None
@@ -169,8 +170,16 @@ class ItemHooks(Hooks):
     """Search progress as ProgressEvents for the bench display."""
 
     def __init__(self, key: str, budget: int, host: str, on_event: OnEvent) -> None:
-        self.key, self.budget, self.host, self.on_event = key, budget, host, on_event
+        self.key, self.budget, self.host = key, budget, host
+        self._send, self._lock = on_event, threading.Lock()
         self.done = 0
+
+    def on_event(self, event: ProgressEvent) -> None:
+        with self._lock:  # phases also come from the lock-wait thread: one protocol line at a time
+            self._send(event)
+
+    def on_phase(self, text: str) -> None:
+        self.on_event(ProgressEvent(key=self.key, kind="phase", done=self.done, budget=self.budget, text=text, host=self.host))
 
     def on_eval_done(self, candidate: Candidate, result: EvalResult, cached: bool,
                      best: tuple[Candidate, EvalResult] | None) -> None:

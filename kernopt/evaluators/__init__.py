@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING, Protocol
 
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
+from kernopt.evaluators.base import PhaseFn
 from kernopt.evaluators.result import EvalResult
 from kernopt.sandbox import Sandbox
 from kernopt.task import AnyTask
@@ -21,7 +22,10 @@ if TYPE_CHECKING:
 
 
 class Evaluator(Protocol):
-    """Judges candidates of one task: never raises for a candidate's fault, only for infrastructure."""
+    """Judges candidates of one task: never raises for a candidate's fault, only for infrastructure.
+    `on_phase`, when set, is told each phase of an evaluation as it starts (display only)."""
+
+    on_phase: PhaseFn | None
 
     def evaluate(self, candidate: Candidate) -> EvalResult: ...
 

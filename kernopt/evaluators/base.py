@@ -9,7 +9,7 @@ import os
 import secrets
 import signal
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -46,6 +46,11 @@ def describe_exit(r: ExecResult) -> str:
     return f"exited with code {r.returncode}"
 
 
+# Progress of one evaluation, for display: "building", "verifying at n=1,7,33 on 2 threads", "timing round 2/5".
+# The core never prints: the CLI sets the evaluator's `on_phase` to its display's hook.
+PhaseFn = Callable[[str], None]
+
+
 class SandboxedEvaluator:
     """What every evaluator shares: `self._sb` is the sandbox its steps run in (the evaluation's session,
     docker: one container, inside `session()`; the evaluator's sandbox outside it), each step in a fresh
@@ -56,6 +61,13 @@ class SandboxedEvaluator:
     config: EvalConfig
     _sb: Sandbox
     start_hint = ""  # appended to "sandbox could not start ..." (what the user can do about it)
+    on_phase: PhaseFn | None = None  # told each phase of an evaluation as it starts (display only)
+
+    def phase(self, text: str) -> None:
+        """Report the phase now starting; a display failure never fails an evaluation."""
+        if self.on_phase is not None:
+            with contextlib.suppress(Exception):
+                self.on_phase(text)
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

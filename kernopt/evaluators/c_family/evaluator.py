@@ -298,8 +298,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
             why = check_source(self.task, candidate)
             if why:
                 raise EvalFail("rejected", why)
-            with placement.hold("shared", phases):  # building and checking run beside other evaluations
+            with placement.hold("shared", phases, self._doing("building and checking", candidate), self.on_phase):
+                # building and checking run beside other evaluations
                 t = time.monotonic()
+                self.phase("building")
                 base = self.baseline_binary()
                 prog, _log = self.build(candidate) if toolchain is None else self.build_with(candidate, toolchain)
                 cleanup.append(prog.parent)
@@ -317,6 +319,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     ver.race_check = "off"
                     ver.race_detail = "turned off (--no-race-check)" if not self.config.race_check else "turned off by the task"
                 else:
+                    self.phase("race check")
                     ver.race_check, ver.race_detail = race.check(self, candidate, nm)
                     first = ver.race_detail.splitlines()[0] if ver.race_detail else ""
                     if ver.race_check == "race":
@@ -329,7 +332,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 cleanup.remove(prog.parent)
                 return EvalResult(candidate_id=candidate.id, status="ok", reason="verified (not timed)", verification=ver,
                                   phase_s=phases), prog
-            with placement.hold("exclusive", phases):  # timing has the machine to itself
+            with placement.hold("exclusive", phases, self._doing("timing", candidate), self.on_phase):  # timing has the machine to itself
                 t = time.monotonic()
                 timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
                 flags = self.timing_flags(timing)
@@ -337,7 +340,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     # An implausible speedup, or times the process wall clock does not bear out, is not a
                     # verified win until a second, longer measurement in fresh processes shows it again:
                     # the result is that measurement's, significant or not.
-                    timing = self.time(candidate, base, prog, self.config.remeasure_rounds)
+                    timing = self.time(candidate, base, prog, self.config.remeasure_rounds, "re-measuring (implausible or inconsistent)")
                     flags = sorted(set(flags) | set(self.timing_flags(timing))) + ["rechecked"]
                 ver.timed_outputs_checked = True
                 phases["time"] = time.monotonic() - t
@@ -352,6 +355,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 for p in cleanup:
                     shutil.rmtree(p, ignore_errors=True)
 
+    def _doing(self, what: str, candidate: Candidate) -> str:
+        """What this evaluation holds the host lock for, as waiters see it: 'timing gemm c0007 (kernopt optimize)'."""
+        return f"{what} {self.task.name} {candidate.id}"
+
     def _binary(self, path: Path, candidate: Candidate | None, threads: int | None = None, ranks: int | None = None) -> Binary:
         c = candidate or Candidate(files={})
         return Binary(path, threads or c.threads or self.task.timing.threads, ranks or c.ranks or self.task.timing.ranks, c.bind)
@@ -364,6 +371,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
         seeds = [secrets.randbits(62) for _ in range(self.task.verify.seeds)]
         ver.sizes, ver.seeds = sizes, len(seeds)
         timeout = self.config.verify_timeout_s
+        at = f"n={','.join(map(str, sizes))}"
+        self.phase(f"verifying: the reference (baseline, serial) at {at}")
         ref, ref_dir, r = self.run_driver(self._binary(base, None, threads=1, ranks=1), sizes, seeds, False, timeout)
         try:
             if not (r.ok and ref.complete):
@@ -373,6 +382,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 for k in counts:
                     b = self._binary(prog, candidate, ranks=k) if self.task.uses_mpi else self._binary(prog, candidate, threads=k)
                     where = f"{k} ranks" if self.task.uses_mpi else f"{k} threads"
+                    self.phase(f"verifying at {at} on {where}")
                     run, d, r = self.run_driver(b, sizes, seeds, False, timeout)
                     try:
                         self._check_run(run, r, where, timeout)
@@ -386,8 +396,9 @@ class CFamilyEvaluator(SandboxedEvaluator):
         finally:
             shutil.rmtree(ref_dir, ignore_errors=True)
 
-    def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int) -> TimingStats:
-        """Interleave baseline and candidate processes; every timed output is checked against the baseline's."""
+    def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int, label: str = "timing") -> TimingStats:
+        """Interleave baseline and candidate processes; every timed output is checked against the baseline's.
+        `label` names the phase on the display ("timing round 2/5")."""
         task, cfg = self.task, self.config
         reps = cfg.reps or task.timing.reps
         cand_b = self._binary(prog, candidate)
@@ -409,6 +420,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
             try:
                 for who in order:
                     b = base_b if who == "base" else cand_b
+                    self.phase(f"{label} round {rnd + 1}/{rounds}: {'baseline' if who == 'base' else 'candidate'}, "
+                               f"{task.timing.warmup}+{reps} calls at n={task.sizes.timing}")
                     run, d, r = self.run_driver(b, [task.sizes.timing], seeds, True, task.timing.timeout_s,
                                                 warmup=task.timing.warmup, reps=reps)
                     dirs[who] = (run, d)
@@ -476,11 +489,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
         t = time.monotonic()
         prog: Path | None = None
         try:
-            with placement.hold("shared"):
+            with placement.hold("shared", what=self._doing("building to re-measure", candidate), on_wait=self.on_phase):
+                self.phase("re-measuring: building afresh")
                 prog, _ = self.build(candidate)
                 base = self.baseline_binary()
-            with placement.hold("exclusive"):
-                timing = self.time(candidate, base, prog, self.config.remeasure_rounds)
+            with placement.hold("exclusive", what=self._doing("re-measuring", candidate), on_wait=self.on_phase):
+                timing = self.time(candidate, base, prog, self.config.remeasure_rounds, "re-measuring")
         except EvalFail as f:
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
         finally:

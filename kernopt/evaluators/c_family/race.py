@@ -281,6 +281,7 @@ def check(ev: CFamilyEvaluator, candidate: Candidate, nm_output: str) -> tuple[V
     problems: list[str] = []
     not_counted = 0
     seeds = [secrets.randbits(62), secrets.randbits(62)]
+    ev.phase("race check: building with ThreadSanitizer")
     try:
         source = preprocess(ev, candidate)
     except Unavailable as e:
@@ -289,6 +290,7 @@ def check(ev: CFamilyEvaluator, candidate: Candidate, nm_output: str) -> tuple[V
         try:
             with sanitizer_binary(ev, candidate, opt, source) as exe:
                 for t in threads:
+                    ev.phase(f"race check: ThreadSanitizer ({opt}) at n={task.sizes.race} on {t} threads")
                     j, problem = sanitizer_run(ev, exe, t, seeds)
                     not_counted += len(j.runtime)
                     if j.races:

@@ -61,6 +61,25 @@ def user_errors(fn: F) -> F:
     return wrapper  # type: ignore[return-value]
 
 
+def json_errors(fn: F) -> F:
+    """With --json, a command that ends in a user or infrastructure error still prints one JSON object on
+    stdout (status, error), then the error goes on to user_errors (one line on stderr, exit 2 or 3)."""
+
+    @functools.wraps(fn)
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        from kernopt.errors import InfraError, UserError
+
+        try:
+            return fn(*args, **kwargs)
+        except (UserError, InfraError) as e:
+            if kwargs.get("as_json"):
+                kind = "user_error" if isinstance(e, UserError) else "infra_error"
+                sys.stdout.write(json.dumps({"status": kind, "error": str(e), "speedup": None, "significant": False}, indent=2) + "\n")
+            raise
+
+    return wrapper  # type: ignore[return-value]
+
+
 def _version(value: bool) -> None:
     if value:
         from kernopt import __version__
@@ -126,6 +145,7 @@ def optimize(
         config = resolve_run_config(config_file, flags, overrides)
         task = load_task(Path(config.task))
         sandbox_obj = get_sandbox(config.sandbox, task.target)  # usable, checked before a run directory is created
+        check_task_builds(task, sandbox_obj, config.eval)  # a broken baseline or harness is the user's to fix: no run yet
         # The run log records what was used (not "auto") and where the task is.
         config = config.model_copy(update={"sandbox": sandbox_obj.name, "task": str(task.root)})
         if config.search.value_path is not None:  # a resume may start elsewhere
@@ -163,6 +183,48 @@ class Terminated(KeyboardInterrupt):
 def _terminated(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
     raise Terminated()
+
+
+TASK_BUILD_FAILURES = ("task baseline fails to build", "task harness does not build")
+
+
+def task_build_error(e: Exception) -> Optional[str]:
+    """The one line for an error that says the task's own baseline or harness does not compile (the
+    compiler's `error:` line in it), None for any other error."""
+    text = str(e)
+    if not text.startswith(TASK_BUILD_FAILURES):
+        return None
+    head = text.split(":", 1)[0]
+    first = next((ln.strip() for ln in text.splitlines() if "error:" in ln), text.splitlines()[0])
+    if first.startswith(head):
+        return first[:400]
+    return f"{head}: {first[:300]}"
+
+
+def check_task_builds(task: Any, sb: Any, eval_config: Any) -> None:
+    """Build the task's harness and baseline once (a UserError naming the compiler's error when either does
+    not compile), so a broken task ends before anything is created or measured."""
+    import shutil
+    import tempfile
+
+    from kernopt.errors import InfraError, UserError
+    from kernopt.evaluators import get_evaluator
+
+    workroot = Path(tempfile.mkdtemp(prefix="kernopt-check-"))
+    ev = get_evaluator(task, sb, eval_config, workroot)
+    build = getattr(ev, "baseline_binary", None)
+    try:
+        if build is not None:
+            with ev.session():  # type: ignore[attr-defined]
+                build()
+    except InfraError as e:
+        line = task_build_error(e)
+        if line is None:
+            raise
+        raise UserError(line) from None
+    finally:
+        ev.close()
+        shutil.rmtree(workroot, ignore_errors=True)
 
 
 def _finish(summary: dict[str, Any], as_json: bool) -> None:
@@ -280,6 +342,7 @@ def _bench_sandbox(task_dir: str) -> str:
 # --------------------------------------------------------------------------- eval
 @app.command("eval")
 @user_errors
+@json_errors
 def eval_cmd(
     task_dir: Path = typer.Argument(..., help="Task directory."),
     candidate: Path = typer.Option(..., "--candidate", "-c", help="Your kernel source file."),
@@ -295,7 +358,7 @@ def eval_cmd(
 
     from kernopt.candidate import Candidate
     from kernopt.config import EvalConfig
-    from kernopt.errors import UserError
+    from kernopt.errors import InfraError, UserError
     from kernopt.evaluators import get_evaluator
     from kernopt.hw.probe import profile_for_task
     from kernopt.sandbox import get_sandbox
@@ -325,6 +388,11 @@ def eval_cmd(
 
             ev.on_phase = lambda text: spinner.update(f"evaluating {escape(str(candidate))} on {task.name}: {escape(text)}")
             result = ev.evaluate(cand)
+    except InfraError as e:
+        line = task_build_error(e)  # the task's own baseline or harness does not compile: the user's to fix
+        if line is None:
+            raise
+        raise UserError(line) from None
     finally:
         ev.close()
     if as_json:
@@ -419,6 +487,7 @@ def task_new(
                  show=lambda m: out.print(escape(m), highlight=False))
     if not ok:
         raise typer.Exit(1)
+
 
 
 

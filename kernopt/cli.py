@@ -458,6 +458,7 @@ def task_import_kernelbench(
         raise typer.Exit(2)
     err.print(f"{len(written)} task(s) written under {out_dir}; next: kernopt task check {written[0]}", highlight=False)
 
+
 @task_app.command("new")
 @user_errors
 def task_new(
@@ -487,8 +488,6 @@ def task_new(
                  show=lambda m: out.print(escape(m), highlight=False))
     if not ok:
         raise typer.Exit(1)
-
-
 
 
 # --------------------------------------------------------------------------- sandbox

@@ -135,6 +135,7 @@ def optimize(
             _finish(done, as_json)
             return
         config = store.config()
+        check_run_model(config)  # a key exported since, or still missing: one line, nothing written
     else:
         flags = {"task": str(task_dir) if task_dir is not None else None, "policy": policy, "sandbox": sandbox,
                  "runs_dir": runs_dir, "search.type": search, "search.max_candidates": budget, "search.max_wall_s": max_wall,
@@ -145,6 +146,7 @@ def optimize(
         config = resolve_run_config(config_file, flags, overrides)
         task = load_task(Path(config.task))
         sandbox_obj = get_sandbox(config.sandbox, task.target)  # usable, checked before a run directory is created
+        check_run_model(config)  # a model name litellm cannot place or a missing key: one line, before any run directory
         check_task_builds(task, sandbox_obj, config.eval)  # a broken baseline or harness is the user's to fix: no run yet
         # The run log records what was used (not "auto") and where the task is.
         config = config.model_copy(update={"sandbox": sandbox_obj.name, "task": str(task.root)})
@@ -183,6 +185,14 @@ class Terminated(KeyboardInterrupt):
 def _terminated(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
     raise Terminated()
+
+
+def check_run_model(config: Any) -> None:
+    """For a run that calls a model (the llm policy or value): the name and the key, checked offline."""
+    if config.policy == "llm" or config.search.value == "llm":
+        from kernopt.model import check_model
+
+        check_model(config.model)
 
 
 TASK_BUILD_FAILURES = ("task baseline fails to build", "task harness does not build")

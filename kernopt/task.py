@@ -337,11 +337,17 @@ AnyTask = Task | TorchTask
 
 
 def _first_error(exc: ValidationError) -> str:
-    err = exc.errors()[0]
+    errors = exc.errors()
+    # A misspelt key is two errors (the unknown key, and the key it misspells is missing): name the typo.
+    err = next((e for e in errors if e["type"] == "extra_forbidden"), errors[0])
     where = ".".join(str(p) for p in err["loc"]) or "task.toml"
     msg = err["msg"].removeprefix("Value error, ")
     if err["type"] == "extra_forbidden":
-        msg = "unknown key (typo?)"
+        import difflib
+
+        missing = [str(e["loc"][-1]) for e in errors if e["type"] == "missing" and e["loc"][:-1] == err["loc"][:-1]]
+        close = difflib.get_close_matches(str(err["loc"][-1]), missing, n=1)
+        msg = f"unknown key (typo? did you mean {close[0]!r}?)" if close else "unknown key (typo?)"
     elif err["type"] == "missing":
         msg = "required key is missing"
     elif err["type"] == "literal_error" and err["loc"] == ("target",):

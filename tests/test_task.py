@@ -8,7 +8,7 @@ import pytest
 
 from kernopt.errors import TaskError
 from kernopt.task import load_task
-from tests.conftest import REPO
+from tests.conftest import REPO, needs
 
 BUILTIN = sorted(p.parent for p in (REPO / "tasks").glob("*/*/task.toml"))
 
@@ -66,3 +66,30 @@ def test_missing_directory_and_missing_toml(tmp_path: Path) -> None:
     (tmp_path / "f").write_text("x")
     with pytest.raises(TaskError, match="not a directory"):
         load_task(tmp_path / "f")
+
+
+def test_docs_typo_example_gives_the_documented_message(small_task: Path) -> None:
+    """docs/tasks.md: a misspelt key is named as unknown, even when the key it misspells is then missing."""
+    doc = (REPO / "docs" / "tasks.md").read_text()
+    documented = "sizes.timming: unknown key (typo? did you mean 'timing'?)"
+    assert documented in doc
+    _edit(small_task, "timing = 160", "timming = 160")  # the typo replaces the key, as a person makes it
+    with pytest.raises(TaskError) as exc:
+        load_task(small_task)
+    assert str(exc.value) == f"{small_task / 'task.toml'}: {documented}"
+
+
+@needs("gcc")
+def test_harness_compile_error_names_the_compilers_error_line(small_task: Path) -> None:
+    """A harness error followed by notes (more than the last lines of the log) still shows its `error:` line."""
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task_check import check_task
+
+    harness = small_task / "harness.c"
+    # a conflicting declaration: gcc prints the error, then a note pointing at the previous declaration
+    harness.write_text(harness.read_text() + "\nint ko_setup(long n, ko_buf *bufs, int extra) { return 0; }\n")
+    checks = check_task(load_task(small_task), get_sandbox("local", "openmp"))
+    build = next(c for c in checks if c.name == "build")
+    assert not build.ok
+    assert "error: conflicting types for" in build.detail and "ko_setup" in build.detail, build.detail
+    assert build.detail.startswith("task harness does not build (harness.c): harness.c:")

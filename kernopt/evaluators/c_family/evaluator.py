@@ -109,8 +109,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
             for out, name, extra in (("driver.o", "driver.c", defines), ("harness.o", harness, [])):
                 r = self.run_step([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
                               d, self.config.build_timeout_s)
-                if not r.ok:
-                    raise InfraError(f"task harness does not build ({name}): {tail(r.stderr, 5)}")
+                if not r.ok:  # the compiler's first error line first (its notes and source lines may be many)
+                    first = next((ln.strip() for ln in r.stderr.splitlines() if "error" in ln), "")
+                    raise InfraError(f"task harness does not build ({name}): {first[:300]}"
+                                     + (f"\n{tail(r.stderr, 5)}" if first else tail(r.stderr, 5)))
             r = self.run_step(["gcc", "-O2", "-I.", "monitor.c", "-o", "monitor"], d, self.config.build_timeout_s)
             if not r.ok:
                 raise InfraError(f"kernopt's monitor does not build: {tail(r.stderr, 5)}")

@@ -442,3 +442,30 @@ def test_a_peak_that_did_not_scale_marks_the_profile_busy() -> None:
     with mock.patch.object(hw, "cached_profile", return_value=busy):
         assert hw.ensure_profile(object(), said.append) is busy  # type: ignore[arg-type]
     assert len(said) == 1 and "kernopt hw probe --refresh" in said[0]
+
+
+def test_a_busy_refresh_does_not_replace_a_good_cached_profile(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The cache is shared by every user of the host: a refresh measured while the machine was busy keeps the
+    good profile (saying so in one line) unless told to replace it; a good or a first measurement is saved."""
+    monkeypatch.setenv("KERNOPT_HW_CACHE", str(tmp_path / "hw"))
+    good = PROFILE
+    busy = _profile({1: 10.0, 2: 7.0, 4: 6.0}, {1: 50.0, 2: 100.0, 4: 200.0})
+    assert busy.busy_signs() and not good.busy_signs()
+    fp = good.fingerprint
+    said: list[str] = []
+    with mock.patch.object(hw, "fingerprint", return_value=fp):
+        with mock.patch.object(hw, "measure", return_value=good):
+            assert hw.probe(object(), refresh=True, say=said.append) == good  # type: ignore[arg-type]
+        assert hw.cached_profile(object()) == good  # type: ignore[arg-type]
+        with mock.patch.object(hw, "measure", return_value=busy):
+            assert hw.probe(object(), refresh=True, say=said.append) == good  # type: ignore[arg-type]
+            assert hw.cached_profile(object()) == good  # type: ignore[arg-type]
+            assert len(said) == 1 and said[0].startswith("kept the cached hardware profile measured 2020-01-01")
+            assert "more threads gave less bandwidth" in said[0] and "--replace" in said[0]
+            assert hw.probe(object(), refresh=True, replace=True) == busy  # type: ignore[arg-type]
+            assert hw.cached_profile(object()) == busy  # type: ignore[arg-type]
+            # a busy one replaces a busy one: nothing good to keep
+            busier = busy.model_copy(update={"measured_at": "2021-01-01T00:00:00+00:00"})
+        with mock.patch.object(hw, "measure", return_value=busier):
+            assert hw.probe(object(), refresh=True, say=said.append) == busier  # type: ignore[arg-type]
+        assert len(said) == 1

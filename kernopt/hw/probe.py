@@ -294,16 +294,32 @@ def measure(sandbox: Sandbox, say: Callable[[str], None] | None = None) -> Hardw
                            probe_s=round(time.monotonic() - t0 - waited.get("wait", 0.0), 2))
 
 
-def probe(sandbox: Sandbox, refresh: bool = False, say: Callable[[str], None] | None = None) -> HardwareProfile:
+def probe(sandbox: Sandbox, refresh: bool = False, say: Callable[[str], None] | None = None,
+          replace: bool = False) -> HardwareProfile:
     """The profile for this host and sandbox: the cached one, or (when none is, or `refresh`) a fresh
-    measurement, which is then cached."""
+    measurement, which is then cached. The cache is shared by every user of the host, so a measurement
+    that looks busy (busy_signs) does not replace a cached one that does not: the cached one is kept and
+    returned, and `say` is told so in one line, unless `replace` (`hw probe --refresh --replace`)."""
     if not refresh:
         prof = cached_profile(sandbox)
         if prof is not None:
             return prof
     prof = measure(sandbox, say)
+    if prof.busy_signs() and not replace:
+        old = cached_profile(sandbox)
+        if old is not None and not old.busy_signs():
+            if say:
+                say(keep_message(old, prof))
+            return old
     _save(prof)
     return prof
+
+
+def keep_message(kept: HardwareProfile, fresh: HardwareProfile) -> str:
+    """The one line that says a busy measurement did not replace the cached profile."""
+    return (f"kept the cached hardware profile measured {kept.measured_at}: this measurement looks busy "
+            f"({fresh.busy_signs()}; triad {fresh.bandwidth_all:.1f} GB/s vs {kept.bandwidth_all:.1f}); "
+            "--replace saves it anyway")
 
 
 def ensure_profile(sandbox: Sandbox, say: Callable[[str], None]) -> HardwareProfile | None:

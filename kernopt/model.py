@@ -343,3 +343,20 @@ def _retryable(litellm: Any, e: BaseException) -> bool:
 def get_model(config: ModelConfig, cache_dir: Path | None, log: CallLog | None = None, spend: Spend | None = None) -> Model:
     """The model for a config (litellm reaches every provider; there is one implementation)."""
     return LiteLLMModel(config, cache_dir, log, spend)
+
+
+def check_model(config: ModelConfig) -> None:
+    """Before a run exists: the name maps to a provider litellm knows, and that provider's key is in the
+    environment where it needs one (exactly what the first call would check). One-line UserError; no network."""
+    from kernopt.errors import UserError
+
+    litellm = _litellm()
+    try:
+        litellm.get_llm_provider(config.name, api_base=config.api_base)
+    except Exception:
+        raise UserError(f"model {config.name!r}: litellm knows no provider for this name; give provider/model "
+                        "(openai/gpt-4o-mini, anthropic/..., ollama/..., hosted_vllm/... for a local server)") from None
+    try:
+        LiteLLMModel(config, None)._api_key(litellm)
+    except ModelError as e:
+        raise UserError(str(e)) from None

@@ -8,6 +8,8 @@ import subprocess
 import sys
 from pathlib import Path
 
+import pytest
+
 from tests.conftest import REPO, needs
 
 
@@ -150,3 +152,37 @@ def test_eval_json_prints_an_object_on_a_user_error(small_task: Path) -> None:
     p = kernopt("eval", str(small_task), "--candidate", "/nonexistent/k.c", "--json")
     assert p.returncode == 2
     assert json.loads(p.stdout)["status"] == "user_error"
+
+
+def test_llm_bad_model_or_missing_key_before_any_run(small_task: Path, tmp_path: Path) -> None:
+    env = {k: v for k, v in os.environ.items() if not k.endswith("_API_KEY")}
+    runs = tmp_path / "runs"
+
+    def run(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kernopt", "optimize", str(small_task), "--policy", "llm", "--sandbox", "local",
+                               "--runs-dir", str(runs), "--budget", "1", *args], capture_output=True, text=True, cwd=REPO, env=env,
+                              timeout=300)
+
+    p = run("--model", "opnai/gpt-4o-mini")
+    assert p.returncode == 2, p.stderr
+    line = one_error_line(p)
+    assert "opnai/gpt-4o-mini" in line and "provider" in line and "--resume" not in line
+    p = run("--model", "openai/gpt-4o-mini")
+    assert p.returncode == 2, p.stderr
+    assert "needs OPENAI_API_KEY" in one_error_line(p)
+    p = run("--model", "anthropic/claude-3-5-sonnet", "--set", "model.api_key_env=MY_KEY_VAR")
+    assert p.returncode == 2, p.stderr
+    assert "MY_KEY_VAR" in one_error_line(p)
+    assert not runs.exists() or not any(runs.iterdir()), "a run directory was created for a run that cannot call its model"
+
+
+def test_check_model_lets_keyless_local_servers_through(monkeypatch: pytest.MonkeyPatch) -> None:
+    from kernopt.config import ModelConfig
+    from kernopt.model import check_model
+
+    for k in [k for k in os.environ if k.endswith("_API_KEY")]:
+        monkeypatch.delenv(k)
+    check_model(ModelConfig(name="hosted_vllm/Qwen2.5-Coder", api_base="http://127.0.0.1:9/v1"))
+    check_model(ModelConfig(name="ollama/qwen2.5-coder:14b", api_base="http://127.0.0.1:11434"))
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-key")
+    check_model(ModelConfig(name="openai/scripted", api_base="http://127.0.0.1:9/v1"))  # tests/test_llm_run.py's setup

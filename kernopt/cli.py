@@ -112,7 +112,8 @@ def optimize(
     seed: Optional[int] = typer.Option(None, help="Seed for proposal order (default: 0)."),
     config_file: Optional[Path] = typer.Option(None, "--config", help="A YAML or TOML file with any of these settings (see README)."),
     overrides: Optional[list[str]] = typer.Option(None, "--set", help="Override one setting: key.path=value (e.g. search.beam_width=3). Repeatable."),
-    resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path); other options are ignored."),
+    resume: Optional[str] = typer.Option(None, help="Continue a killed run (id or path). With --budget, --max-wall, --max-usd or "
+                                          "--max-tokens: extend it (a finished one too); other options must match the run's."),
     no_race_check: bool = typer.Option(False, "--no-race-check", help=NO_RACE_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print a machine-readable summary on stdout."),
 ) -> None:
@@ -129,13 +130,21 @@ def optimize(
     if resume:
         store = RunStore.open(resume, runs_dir or Path("runs"))
         store.lock()
+        config, changed = _resume_config(store.config(), task_dir, config_file, overrides, sandbox, {
+            "policy": policy, "search.type": search, "search.max_candidates": budget, "search.max_wall_s": max_wall,
+            "search.seed": seed, "search.value": value, "model.name": model, "model.api_base": api_base, "model.max_usd": max_usd,
+            "model.max_tokens_total": max_tokens, "eval.race_check": False if no_race_check else None})
         done = store.finished_summary()
-        if done is not None:
-            err.print(f"run {store.run_id} already finished; nothing to resume")
+        if done is not None and not changed:
+            err.print(f"run {store.run_id} already finished; nothing to resume (extend it with --budget, --max-wall, "
+                      "--max-usd or --max-tokens)")
             _finish(done, as_json)
             return
-        config = store.config()
         check_run_model(config)  # a key exported since, or still missing: one line, nothing written
+        if changed:  # only the limits: what was evaluated stays, and nothing is evaluated again
+            store.update_config(config, changed)
+            err.print(f"run {store.run_id} extended: " + ", ".join(f"{k} {a} -> {b}" for k, (a, b) in changed.items()),
+                      highlight=False)
     else:
         flags = {"task": str(task_dir) if task_dir is not None else None, "policy": policy, "sandbox": sandbox,
                  "runs_dir": runs_dir, "search.type": search, "search.max_candidates": budget, "search.max_wall_s": max_wall,
@@ -185,6 +194,22 @@ class Terminated(KeyboardInterrupt):
 def _terminated(signum: int, frame: Any) -> None:
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
     raise Terminated()
+
+
+def _resume_config(stored: Any, task_dir: Optional[Path], config_file: Optional[Path], overrides: Optional[list[str]],
+                   sandbox: Optional[str], flags: dict[str, Any]) -> tuple[Any, dict[str, tuple[Any, Any]]]:
+    """The run's config with the options given to --resume: new limits extend it; any other option that differs
+    from the run's is refused in one line (see config.resume_config)."""
+    import os
+
+    from kernopt.config import resume_config
+    from kernopt.errors import UserError
+
+    if task_dir is not None and task_dir.resolve() != Path(stored.task).resolve():
+        raise UserError(f"--resume continues a run with its own task ({stored.task}); {task_dir} given (start a new run for it)")
+    if sandbox is not None and sandbox != os.environ.get("KERNOPT_SANDBOX"):  # the variable is a default, not an option given
+        flags = {**flags, "sandbox": sandbox}
+    return resume_config(stored, config_file, flags, overrides)
 
 
 def check_run_model(config: Any) -> None:
@@ -649,6 +674,8 @@ def runs_report(target: str = typer.Argument(..., help="A run (id or path) or a 
 def hw_probe(
     sandbox: str = typer.Option("auto", envvar="KERNOPT_SANDBOX", help=SANDBOX_HELP),
     refresh: bool = typer.Option(False, "--refresh", help="Measure again even when a profile is cached."),
+    replace: bool = typer.Option(False, "--replace", help="With --refresh: cache the new measurement even when it looks "
+                                 "busy and the cached one does not (by default that one is kept)."),
     as_json: bool = typer.Option(False, "--json", help="Print the profile as JSON."),
 ) -> None:
     """Measure memory bandwidth (STREAM triad) and peak FP64 rate inside the sandbox; cached per host."""
@@ -657,11 +684,17 @@ def hw_probe(
     from kernopt.ui import print_profile
 
     sb = get_sandbox(sandbox, "openmp")
-    prof = None if refresh else cached_profile(sb)
+    before = cached_profile(sb)
+    prof = None if refresh else before
     cached = prof is not None
     if prof is None:
+        kept: list[str] = []
         with err.status(f"measuring memory bandwidth and peak FLOP/s in the {sb.name} sandbox (a few seconds)..."):
-            prof = probe(sb, refresh=True)
+            prof = probe(sb, refresh=True, replace=replace,
+                         say=lambda m: kept.append(m) if m.startswith("kept the cached") else None)
+        cached = prof == before
+        for line in kept:
+            err.print(f"[yellow]note:[/] {line}", highlight=False)
     if as_json:
         sys.stdout.write(json.dumps({**prof.model_dump(mode="json"), "cached": cached, "path": str(cache_path(prof.fingerprint)),
                                      "balance_flop_per_byte": prof.balance}, indent=2) + "\n")

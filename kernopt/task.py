@@ -55,6 +55,36 @@ class Sizes(_Strict):
         return self
 
 
+class OutputCheck(_Strict):
+    """How one output buffer is compared (`[verify.outputs.NAME]`): its own tolerances (unset ones fall back
+    to the task-wide ones in [verify]) and optionally only a part of it."""
+
+    rtol: float | None = Field(None, ge=0, description="Elementwise relative tolerance of this output.")
+    atol: float | None = Field(None, ge=0, description="Elementwise absolute tolerance of this output.")
+    norm_rtol: float | None = Field(None, ge=0, description="Relative norm bound of this output.")
+    range: tuple[str, str] | None = Field(None, description="[start, stop): compare only these elements; expressions of n "
+                                          "(kernopt/hw/expr.py), rounded down and clamped to the buffer.")
+
+    @field_validator("range")
+    @classmethod
+    def _range_formulas(cls, v: tuple[str, str] | None) -> tuple[str, str] | None:
+        if v is not None:
+            from kernopt.hw.expr import parse
+
+            for text in v:
+                parse(text, ["n"])
+        return v
+
+    def span(self, n: int, size: int) -> tuple[int, int]:
+        """The compared elements [start, stop) of a buffer of `size` elements at size n."""
+        if self.range is None:
+            return 0, size
+        from kernopt.hw.expr import evaluate
+
+        start, stop = (min(size, max(0, math.floor(evaluate(t, {"n": float(n)})))) for t in self.range)
+        return start, max(start, stop)
+
+
 class Verify(_Strict):
     """How correctness is checked."""
 
@@ -65,9 +95,25 @@ class Verify(_Strict):
     rtol: float = Field(1e-9, ge=0, description="Elementwise relative tolerance.")
     atol: float = Field(1e-12, ge=0, description="Elementwise absolute tolerance.")
     norm_rtol: float = Field(1e-10, ge=0, description="Tolerance on ||out-ref|| / ||ref|| over the whole output.")
-    allow_input_mutation: bool = Field(False, description="Whether the kernel may write its IN buffers.")
+    allow_input_mutation: bool = Field(False, description="Whether the kernel may write its IN buffers (all of them).")
+    scratch: list[str] = Field(default_factory=list, description="IN buffers the kernel may overwrite (every other input is "
+                               "still checked around every call).")
     allow_fast_math: bool = Field(False, description="Whether -ffast-math style flags may be proposed.")
     race_check: bool = Field(True, description="Run the ThreadSanitizer race check for OpenMP targets.")
+    outputs: dict[str, OutputCheck] = Field(default_factory=dict, description="Per output buffer: tolerances and the part compared.")
+
+    def tolerances(self, name: str) -> tuple[float, float, float]:
+        """(rtol, atol, norm_rtol) of output `name`: its own where set, else the task-wide ones."""
+        o = self.outputs.get(name)
+        if o is None:
+            return self.rtol, self.atol, self.norm_rtol
+        return (self.rtol if o.rtol is None else o.rtol, self.atol if o.atol is None else o.atol,
+                self.norm_rtol if o.norm_rtol is None else o.norm_rtol)
+
+    def span(self, name: str, n: int | None, size: int) -> tuple[int, int]:
+        """The compared elements of output `name` at size n (all of them when n is None or no range is set)."""
+        o = self.outputs.get(name)
+        return (0, size) if o is None or n is None else o.span(n, size)
 
 
 class Timing(_Strict):

@@ -106,7 +106,7 @@ def _check(task: Task, ev: CFamilyEvaluator, progress: Callable[[str], None]) ->
                 for s in seeds:
                     f1 = next(c for c in run.calls if c.n == n and c.seed == s)
                     f2 = next(c for c in run2.calls if c.n == n and c.seed == s)
-                    m, _, _ = compare(load_outputs(d2, f2, run2.layouts[n]), load_outputs(d, f1, run.layouts[n]), task.verify)
+                    m, _, _ = compare(load_outputs(d2, f2, run2.layouts[n]), load_outputs(d, f1, run.layouts[n]), task.verify, n)
                     if m:
                         ok, detail = False, f"baseline disagrees with itself at {k}: {m.message}"
         else:
@@ -151,10 +151,25 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
 
     assert isinstance(run, DriverRun)
     out: list[Check] = []
+    # verify.outputs and verify.scratch name buffers of the harness's table (outputs and inputs)
+    layout = run.layouts[max(run.layouts)]
+    outs = {str(b["name"]) for b in layout if b["role"] in (1, 2)}
+    ins = {str(b["name"]) for b in layout if b["role"] == 0}
+    wrong = [f"verify.outputs.{k} is not an output buffer (outputs: {', '.join(sorted(outs))})" for k in task.verify.outputs if k not in outs]
+    wrong += [f"verify.scratch: {k!r} is not an input buffer (inputs: {', '.join(sorted(ins)) or 'none'})"
+              for k in task.verify.scratch if k not in ins]
+    if wrong:
+        out.append(Check("buffers", False, wrong[0]))
     nonfinite, constant = [], []
     for n in sorted(run.layouts):
         calls = [c for c in run.calls if c.n == n]
-        arrays = [load_outputs(d, c, run.layouts[n]) for c in calls]
+        arrays = []  # each output's compared part (verify.outputs ranges)
+        for c in calls:
+            parts = {}
+            for name, v in load_outputs(d, c, run.layouts[n]).items():
+                start, stop = task.verify.span(name, n, v.size)
+                parts[name] = v[start:stop]
+            arrays.append(parts)
         for c, a in zip(calls, arrays, strict=True):
             for name, v in a.items():
                 if np.issubdtype(v.dtype, np.floating) and not np.isfinite(v).all():

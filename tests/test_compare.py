@@ -259,3 +259,38 @@ def test_keyed_hash_matches_the_monitor(tmp_path: Path) -> None:
     h1, w1 = keyed_hash(data, 99, 0)
     h2, w2 = keyed_hash(data[:5], 99, w1)
     assert (h, w) == ((h1 + h2) % 2**64, w2)
+
+
+def test_per_output_tolerances_fall_back_to_the_task_wide_ones() -> None:
+    """[verify.outputs.NAME]: labels exact, distances at 1e-12, others at the task's rtol."""
+    v = Verify.model_validate({"rtol": 1e-6, "atol": 0.0, "norm_rtol": 1.0,
+                               "outputs": {"dist": {"rtol": 1e-12}, "labels": {"rtol": 0.0, "atol": 0.0}}})
+    ref = f64(1.0, 2.0, 3.0)
+    off = ref * (1 + 1e-9)  # within the task-wide 1e-6, not within 1e-12
+    assert compare({"dist": ref.copy(), "other": off}, {"dist": ref, "other": ref}, v)[0] is None
+    m = compare({"dist": off, "other": ref.copy()}, {"dist": ref, "other": ref}, v)[0]
+    assert m is not None and "'dist'" in m.message and "outside tolerance" in m.message
+    m = compare({"labels": off}, {"labels": ref}, v)[0]
+    assert m is not None and "'labels'" in m.message
+    assert v.tolerances("dist") == (1e-12, 0.0, 1.0) and v.tolerances("other") == (1e-6, 0.0, 1.0)
+
+
+def test_comparison_range_compares_only_the_named_part() -> None:
+    """[verify.outputs.L] range = ["0", "n*(n+1)/2"]: a packed triangle; the rest is not compared (NaN there passes),
+    and a wrong element inside the range is reported at its index in the whole buffer."""
+    v = Verify.model_validate({"outputs": {"L": {"range": ["n", "n*(n+1)/2"]}}})
+    n = 4
+    ref = np.arange(1.0, 21.0)
+    got = ref.copy()
+    got[:n] = np.nan  # before the range
+    got[10:] = -1.0  # after it
+    assert compare({"L": got}, {"L": ref}, v, n=n)[0] is None
+    got[7] = 0.0
+    m = compare({"L": got}, {"L": ref}, v, n=n)[0]
+    assert m is not None and "index 7" in m.message and "1 of 6 elements" in m.message
+    assert compare({"L": ref.copy()}, {"L": ref}, v)[0] is None  # without a size: the whole buffer
+    m = compare({"L": got}, {"L": ref}, v)[0]
+    assert m is not None and "index 0" in m.message
+    # clamped to the buffer: a range past its end compares what there is
+    wide = Verify.model_validate({"outputs": {"L": {"range": ["0", "100*n"]}}})
+    assert wide.span("L", 4, 20) == (0, 20) and wide.span("other", 4, 20) == (0, 20)

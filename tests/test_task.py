@@ -93,3 +93,48 @@ def test_harness_compile_error_names_the_compilers_error_line(small_task: Path) 
     assert not build.ok
     assert "error: conflicting types for" in build.detail and "ko_setup" in build.detail, build.detail
     assert build.detail.startswith("task harness does not build (harness.c): harness.c:")
+
+
+@pytest.mark.parametrize("old,new,message", [
+    ("norm_rtol = 1e-12", 'norm_rtol = 1e-12\noutputs = {c = {range = ["0", "m"]}}', "unknown name 'm'"),
+    ("norm_rtol = 1e-12", "norm_rtol = 1e-12\noutputs = {c = {rtol = -1}}", "verify.outputs.c.rtol: Input should be greater"),
+    ("norm_rtol = 1e-12", "norm_rtol = 1e-12\noutputs = {c = {tol = 1}}", "verify.outputs.c.tol: unknown key (typo?)"),
+])
+def test_bad_per_output_settings_give_one_line(small_task: Path, old: str, new: str, message: str) -> None:
+    _edit(small_task, old, new)
+    with pytest.raises(TaskError) as exc:
+        load_task(small_task)
+    assert message in str(exc.value) and "\n" not in str(exc.value)
+
+
+def test_per_output_settings_load(small_task: Path) -> None:
+    _edit(small_task, "norm_rtol = 1e-12", 'norm_rtol = 1e-12\nscratch = ["a"]\n\n[verify.outputs.c]\nrtol = 0\n'
+          'range = ["0", "n*(n+1)/2"]')
+    task = load_task(small_task)
+    assert task.family == "c" and task.verify.scratch == ["a"]
+    assert task.verify.tolerances("c") == (0.0, 1e-12, 1e-12) and task.verify.span("c", 4, 16) == (0, 10)
+
+
+@needs("gcc")
+def test_task_check_judges_only_the_compared_part(tmp_path: Path) -> None:
+    """A kernel that writes the first half of its output: the unwritten rest is non-finite (poisoned) and fails
+    `finite`, unless verify.outputs names the written part as the range compared."""
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task_check import check_task
+    from kernopt.task_new import create
+
+    src = tmp_path / "half.c"
+    src.write_text("void half(long n, const double *a, double *out) { for (long i = 0; i < n / 2; i++) out[i] = 2.0 * a[i]; }\n")
+    task_dir = tmp_path / "half"
+    create("half", src, "half", task_dir, sizes=[], params=[], roles=[], fills=[], ask=None, target="c", timing=4000,
+           sandbox=None)
+    sb = get_sandbox("local", "c")
+    finite = next(c for c in check_task(load_task(task_dir), sb) if c.name == "finite")
+    assert not finite.ok and "non-finite reference output: out" in finite.detail
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text() + '\n[verify.outputs.out]\nrange = ["0", "n/2"]\n')
+    checks = {c.name: c for c in check_task(load_task(task_dir), sb)}
+    assert checks["finite"].ok and checks["depends-on-inputs"].ok and "buffers" not in checks
+    toml.write_text(toml.read_text() + '\n[verify.outputs.nope]\nrtol = 0\n')
+    checks = {c.name: c for c in check_task(load_task(task_dir), sb)}
+    assert not checks["buffers"].ok and "verify.outputs.nope is not an output buffer" in checks["buffers"].detail

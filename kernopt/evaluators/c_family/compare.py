@@ -191,20 +191,26 @@ class Mismatch:
     max_abs_err: float = float("inf")
 
 
-def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify) -> tuple[Mismatch | None, float, float]:
-    """Compare every output buffer. Returns (mismatch or None, max abs error, max relative norm error)."""
+def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify,
+            n: int | None = None) -> tuple[Mismatch | None, float, float]:
+    """Compare every output buffer, each with its tolerances and (given the size n) only the part its
+    `verify.outputs` range names. Returns (mismatch or None, max abs error, max relative norm error);
+    indices in messages are the buffer's own."""
     worst_abs = 0.0
     worst_norm = 0.0
-    for name, ref in want.items():
-        out = got.get(name)
-        if out is None or out.shape != ref.shape:
+    for name, full_ref in want.items():
+        full_out = got.get(name)
+        if full_out is None or full_out.shape != full_ref.shape:
             return Mismatch(f"output {name!r} missing or wrong size"), float("inf"), float("inf")
+        start, stop = tol.span(name, n, full_ref.size)
+        ref, out = full_ref[start:stop], full_out[start:stop]
+        rtol, atol, norm_rtol = tol.tolerances(name)
         if np.issubdtype(ref.dtype, np.floating):
             bad_nan = ~np.isfinite(out) & np.isfinite(ref)
             if bad_nan.any():
                 i = int(np.argmax(bad_nan))
                 return Mismatch(f"output {name!r}: {int(bad_nan.sum())} of {ref.size} elements not written or not "
-                                f"finite (first at index {i}: got {out[i]!r})"), float("inf"), float("inf")
+                                f"finite (first at index {start + i}: got {out[i]!r})"), float("inf"), float("inf")
             r64, o64 = ref.astype(np.float64), out.astype(np.float64)
             special = ~np.isfinite(r64)  # inf/NaN in the reference must be matched exactly
             if special.any():
@@ -212,11 +218,11 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
                 bad_special = special & ~same
                 if bad_special.any():
                     i = int(np.argmax(bad_special))
-                    return (Mismatch(f"output {name!r}: element {i} is {out[i]!r} where the reference is {ref[i]!r}"),
+                    return (Mismatch(f"output {name!r}: element {start + i} is {out[i]!r} where the reference is {ref[i]!r}"),
                             float("inf"), float("inf"))
                 r64, o64 = r64[~special], o64[~special]
             err = np.abs(o64 - r64)
-            bound = tol.atol + tol.rtol * np.abs(r64)
+            bound = atol + rtol * np.abs(r64)
             worst_abs = max(worst_abs, float(err.max(initial=0.0)))
             ref_norm = float(np.linalg.norm(r64))
             norm_err = float(np.linalg.norm(o64 - r64)) / ref_norm if ref_norm > 0 else float(np.linalg.norm(o64 - r64))
@@ -225,17 +231,17 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
             if bad.any():
                 i = int(np.flatnonzero(~special)[int(np.argmax(bad))]) if special.any() else int(np.argmax(bad))
                 return (Mismatch(f"output {name!r}: {int(bad.sum())} of {ref.size} elements outside tolerance "
-                                 f"(first at index {i}: got {out[i]:.17g}, expected {ref[i]:.17g}; "
+                                 f"(first at index {start + i}: got {out[i]:.17g}, expected {ref[i]:.17g}; "
                                  f"max abs err {worst_abs:.3g})", worst_abs), worst_abs, worst_norm)
             # the norm bound has the elementwise atol's floor (||atol|| over the elements): a handful of
             # near-zero outputs (a scalar loss, n=1) is judged by atol, not by pure relative error
-            if norm_err > tol.norm_rtol and norm_err * ref_norm > tol.norm_rtol * ref_norm + tol.atol * np.sqrt(r64.size):
-                return (Mismatch(f"output {name!r}: relative norm error {norm_err:.3g} exceeds {tol.norm_rtol:.3g}",
+            if norm_err > norm_rtol and norm_err * ref_norm > norm_rtol * ref_norm + atol * np.sqrt(r64.size):
+                return (Mismatch(f"output {name!r}: relative norm error {norm_err:.3g} exceeds {norm_rtol:.3g}",
                                  worst_abs), worst_abs, worst_norm)
         else:
             bad = out != ref
             if bad.any():
                 i = int(np.argmax(bad))
                 return (Mismatch(f"output {name!r}: {int(bad.sum())} of {ref.size} elements differ "
-                                 f"(first at index {i}: got {out[i]}, expected {ref[i]})"), float("inf"), float("inf"))
+                                 f"(first at index {start + i}: got {out[i]}, expected {ref[i]})"), float("inf"), float("inf"))
     return None, worst_abs, worst_norm

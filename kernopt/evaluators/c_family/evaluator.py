@@ -266,7 +266,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 expected = load_outputs(ref_dir, want[(call.n, call.seed)], ref.layouts[call.n])
             except ReportError as e:
                 raise EvalFail("runtime_error", f"{e} at {where}") from None
-            mismatch, abs_err, norm_err = compare(got, expected, self.task.verify)
+            mismatch, abs_err, norm_err = compare(got, expected, self.task.verify, call.n)
             ver.max_abs_err = max(ver.max_abs_err or 0.0, abs_err)
             ver.max_rel_norm_err = max(ver.max_rel_norm_err or 0.0, norm_err)
             if mismatch:

@@ -21,7 +21,7 @@ from rich.progress import (
     TimeElapsedColumn,
     TimeRemainingColumn,
 )
-from rich.table import Table
+from rich.table import Column, Table
 from rich.text import Text
 
 from kernopt.agent.search import Hooks
@@ -86,7 +86,22 @@ class EtaColumn(ProgressColumn):
 
     def render(self, task: Task) -> Text:
         left = self.hooks.eta()
+        if self.hooks.done >= self.hooks.budget:  # the winner's re-measurement: not estimated
+            return Text("ETA -", style="progress.remaining")
         return Text("ETA " + ("-:--:--" if left is None else f"~{fmt_duration(left)}"), style="progress.remaining")
+
+
+class RunElapsedColumn(ProgressColumn):
+    """Time since the run started, still counting after the last candidate (rich's column stops when the bar is
+    full, while the winner is re-measured)."""
+
+    def __init__(self, hooks: ProgressHooks) -> None:
+        super().__init__()
+        self.hooks = hooks
+
+    def render(self, task: Task) -> Text:
+        s = int(time.monotonic() - self.hooks._t0)
+        return Text(f"{s // 3600}:{s // 60 % 60:02d}:{s % 60:02d}", style="progress.elapsed")
 
 
 class ProgressHooks(Hooks):
@@ -98,8 +113,11 @@ class ProgressHooks(Hooks):
         self.counts: collections.Counter[str] = collections.Counter()
         self.best = "none yet"
         self.budget = budget
-        self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), EtaColumn(self), console=console, transient=False)
+        # The fixed-width columns first: a long phase line ("waiting for the timing lock held by ...") is cut at
+        # its end on a narrow terminal, never the counts, elapsed time and ETA.
+        self.progress = Progress(SpinnerColumn(), BarColumn(bar_width=20), MofNCompleteColumn(), RunElapsedColumn(self), EtaColumn(self),
+                                 TextColumn("{task.description}", table_column=Column(ratio=1, no_wrap=True, overflow="ellipsis")),
+                                 console=console, transient=False, expand=True)
         self.task_id = self.progress.add_task("starting", total=budget)
         self._t0 = time.monotonic()
         self.spend: Spend | None = None  # the models' spend, shown next to the best speedup (llm runs)
@@ -119,8 +137,10 @@ class ProgressHooks(Hooks):
         self.console.print(f"[cyan]•[/] {escape(text)}", highlight=False, soft_wrap=True)
 
     def on_phase(self, text: str) -> None:
-        if self._current is not None:  # called from the evaluator, or its lock-wait thread: rich locks its own updates
-            self.progress.update(self.task_id, description=self._describe(f" | {self._current[0]}: {escape(text)}"))
+        # called from the evaluator, or its lock-wait thread: rich locks its own updates. Without a candidate in
+        # progress it is the winner's re-measurement.
+        who = f"{self._current[0]}: " if self._current is not None else ""
+        self.progress.update(self.task_id, description=self._describe(f" | {who}{escape(text)}"))
 
     def __enter__(self) -> ProgressHooks:
         self.progress.start()

@@ -183,6 +183,8 @@ def test_progress_hooks_show_the_phase_the_estimate_and_an_eta() -> None:
     assert hooks.durations and hooks.durations[0] == pytest.approx(100.0, abs=1.0)
     assert hooks.eta() == pytest.approx(300.0, abs=3.0)  # the mean of what ran, not the estimate
     assert "estimate: ~30 s per candidate" in console.export_text()
+    hooks.on_phase("re-measuring round 1/7: baseline, 1+2 calls at n=640")  # after the search: no candidate in progress
+    assert "| re-measuring round 1/7" in hooks.progress.tasks[0].description
 
 
 def test_bench_display_shows_a_tasks_phase() -> None:
@@ -198,3 +200,19 @@ def test_bench_display_shows_a_tasks_phase() -> None:
     display.on_event(events[-1])
     desc = display.progress.tasks[display.lines["openmp/gemm"]].description
     assert "now: timing round 2/5" in desc
+
+
+def test_a_long_phase_never_hides_the_counts_elapsed_and_eta() -> None:
+    from io import StringIO
+
+    from kernopt.ui import ProgressHooks
+
+    hooks = ProgressHooks(Console(file=StringIO(), width=100), budget=4)
+    hooks.on_estimate(30.0, "estimate")
+    hooks.on_eval_start(Candidate(files={"k.c": ""}, idea="x"), 1, 4)
+    hooks.on_phase("waiting for the timing lock (to build and check) held by pid 16863 (timing gemm 5a8321f8ad8b) "
+                   "for 13 s; waited 13 s")
+    out = Console(file=StringIO(), width=100, record=True)
+    out.print(hooks.progress.make_tasks_table(hooks.progress.tasks))
+    line = out.export_text().rstrip("\n")
+    assert "\n" not in line and "0/4 0:00:00 ETA ~2 min best none yet" in line and line.endswith("…")

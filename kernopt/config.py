@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import tomllib
 from pathlib import Path
 from typing import Any, Literal
@@ -114,10 +115,21 @@ def _put(data: dict[str, Any], dotted: str, value: Any) -> None:
     node[last] = value
 
 
-def resolve_run_config(file: Path | None = None, flags: dict[str, Any] | None = None, sets: list[str] | None = None) -> RunConfig:
-    """Defaults, then the config file (YAML or TOML), then the command-line flags given (dotted keys;
-    None = not given), then `--set key.path=value` overrides (values parsed as YAML scalars)."""
-    data = _parse_file(file) if file is not None else {}
+def _merge(into: dict[str, Any], data: dict[str, Any]) -> None:
+    for key, value in data.items():
+        if isinstance(value, dict) and isinstance(into.get(key), dict):
+            _merge(into[key], value)
+        else:
+            into[key] = value
+
+
+def resolve_run_config(file: Path | None = None, flags: dict[str, Any] | None = None, sets: list[str] | None = None,
+                       base: dict[str, Any] | None = None) -> RunConfig:
+    """Defaults (or `base`, a saved config), then the config file (YAML or TOML), then the command-line flags
+    given (dotted keys; None = not given), then `--set key.path=value` overrides (values parsed as YAML scalars)."""
+    data: dict[str, Any] = json.loads(json.dumps(base)) if base is not None else {}
+    if file is not None:
+        _merge(data, _parse_file(file))
     for key, value in (flags or {}).items():
         if value is not None:
             _put(data, key, value)
@@ -137,3 +149,34 @@ def resolve_run_config(file: Path | None = None, flags: dict[str, Any] | None = 
         where = ".".join(str(p) for p in err["loc"]) or "config"
         got = f" (got {err['input']!r})" if err.get("type") != "missing" and "input" in err else ""
         raise UserError(f"{where}: {err['msg']}{got}") from None
+
+
+# What `--resume` may change: the limits, so a run (even a finished one) can be extended.
+RESUME_LIMITS = {"search.max_candidates": "--budget", "search.max_wall_s": "--max-wall", "model.max_usd": "--max-usd",
+                 "model.max_tokens_total": "--max-tokens"}
+
+
+def _flat(data: Any, prefix: str = "") -> dict[str, Any]:
+    if not isinstance(data, dict):
+        return {prefix: data}
+    out: dict[str, Any] = {}
+    for key, value in data.items():
+        out.update(_flat(value, f"{prefix}.{key}" if prefix else key))
+    return out
+
+
+def resume_config(stored: RunConfig, file: Path | None = None, flags: dict[str, Any] | None = None,
+                  sets: list[str] | None = None) -> tuple[RunConfig, dict[str, tuple[Any, Any]]]:
+    """The run's saved config with what was given alongside `--resume` applied, and the settings that changed
+    ({dotted key: (old, new)}). Only the limits (RESUME_LIMITS) may change: any other setting given that
+    differs from the run's is a one-line UserError naming it (given the same, it is accepted)."""
+    base = json.loads(stored.model_dump_json())
+    new = resolve_run_config(file, flags, sets, base=base)
+    old_flat, new_flat = _flat(base), _flat(json.loads(new.model_dump_json()))
+    changed = {k: (old_flat.get(k), new_flat.get(k)) for k in sorted(set(old_flat) | set(new_flat)) if old_flat.get(k) != new_flat.get(k)}
+    refused = [k for k in changed if k not in RESUME_LIMITS]
+    if refused:
+        k = refused[0]
+        raise UserError(f"--resume continues a run with its own settings: {k} is {changed[k][0]!r} in the run, {changed[k][1]!r} "
+                        f"given; only {', '.join(RESUME_LIMITS.values())} can change on resume (start a new run for the rest)")
+    return new, changed

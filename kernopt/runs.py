@@ -158,6 +158,14 @@ class RunStore:
         self._write_json("best/candidate.json", {**candidate.model_dump(exclude={"files"}), "id": candidate.id})
         self._write_json("best/eval.json", json.loads(result.model_dump_json()))
 
+    def update_config(self, config: RunConfig, changed: dict[str, tuple[Any, Any]]) -> None:
+        """A resume that extends the run's limits: the new config is saved (the log says what changed and when)."""
+        self.append("config", changed={k: list(v) for k, v in changed.items()})
+        self._write_json("config.json", json.loads(config.model_dump_json()))
+        done = self.finished_summary()
+        if done is not None:  # no longer finished: a kill during the extension leaves a run that --resume continues
+            self.write_summary({**done, "status": "extending"})
+
     def write_summary(self, summary: dict[str, Any]) -> None:
         self._write_json("summary.json", summary)
 

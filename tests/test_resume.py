@@ -165,3 +165,41 @@ def test_sigterm_is_like_ctrl_c(small_task: Path, tmp_path: Path) -> None:
     lines = (run_dir / "events.jsonl").read_text().splitlines()
     assert lines and all(json.loads(ln) for ln in lines)  # no torn line: the log was left consistent
     assert not (run_dir / "summary.json").exists()
+
+
+@needs("gcc", "clang")
+def test_resume_extends_a_finished_run_and_refuses_other_changes(small_task: Path, tmp_path: Path) -> None:
+    runs = tmp_path / "runs"
+
+    def optimize(*args: str) -> subprocess.CompletedProcess[str]:
+        return subprocess.run([sys.executable, "-m", "kernopt", "optimize", *args], cwd=REPO, capture_output=True, text=True,
+                              timeout=600)
+
+    p = optimize(str(small_task), "--budget", "2", "--sandbox", "local", "--runs-dir", str(runs), "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    run_dir = Path(json.loads(p.stdout)["run_dir"])
+    before = eval_ids(run_dir)
+    assert len(before) == 2
+    config_before = (run_dir / "config.json").read_text()
+
+    p = optimize("--resume", str(run_dir), "--search", "beam")  # not a limit: refused, nothing changed
+    assert p.returncode == 2
+    lines = [ln for ln in p.stderr.splitlines() if ln.strip()]
+    assert len(lines) == 1 and "search.type" in lines[0] and "--budget" in lines[0], p.stderr
+    p = optimize("--resume", str(run_dir), "--set", "search.patience=9")
+    assert p.returncode == 2 and "search.patience" in p.stderr
+    assert (run_dir / "config.json").read_text() == config_before and eval_ids(run_dir) == before
+
+    p = optimize("--resume", str(run_dir), "--budget", "4", "--sandbox", "local", "--json")
+    assert p.returncode == 0, p.stderr[-3000:]
+    summary = json.loads(p.stdout)
+    after = eval_ids(run_dir)
+    assert after[:2] == before, "the log was rewritten"
+    assert len(after) == len(set(after)), "a logged candidate was evaluated again"
+    assert 2 < len(after) <= 4 and summary["candidates"] == len(after) and summary["status"] == "finished"
+    assert json.loads((run_dir / "config.json").read_text())["search"]["max_candidates"] == 4
+    types = [json.loads(ln)["type"] for ln in (run_dir / "events.jsonl").read_text().splitlines()]
+    assert "config" in types and types[-1] == "end"
+
+    p = optimize("--resume", str(run_dir), "--budget", "4")  # the same limit again: finished, nothing to do
+    assert p.returncode == 0 and "already finished" in p.stderr and eval_ids(run_dir) == after

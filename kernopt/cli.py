@@ -312,6 +312,7 @@ def bench(
              "model.name": model, "model.api_base": api_base, "model.max_usd": max_usd,
              "eval.race_check": False if no_race_check else None}
     config = resolve_run_config(config_file, flags, overrides)
+    check_run_model(config)  # a bad model name or a missing key: one line now, not one failed task each
     refs = discover(paths, filter_)
     bench_name = name or default_name(paths, config.policy)
     if not re.fullmatch(r"[A-Za-z0-9_.+-]+", bench_name) or bench_name in (".", ".."):

@@ -186,3 +186,11 @@ def test_check_model_lets_keyless_local_servers_through(monkeypatch: pytest.Monk
     check_model(ModelConfig(name="ollama/qwen2.5-coder:14b", api_base="http://127.0.0.1:11434"))
     monkeypatch.setenv("OPENAI_API_KEY", "sk-not-a-key")
     check_model(ModelConfig(name="openai/scripted", api_base="http://127.0.0.1:9/v1"))  # tests/test_llm_run.py's setup
+
+
+def test_bench_llm_bad_model_before_any_bench_directory(small_task: Path, tmp_path: Path) -> None:
+    p = kernopt("bench", str(small_task), "--policy", "llm", "--model", "opnai/gpt-4o-mini", "--sandbox", "local",
+                "--benches-dir", str(tmp_path / "benches"))
+    assert p.returncode == 2, p.stderr
+    assert "opnai/gpt-4o-mini" in one_error_line(p)
+    assert not (tmp_path / "benches").exists()

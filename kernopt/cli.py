@@ -605,7 +605,7 @@ def runs_show(run: str = typer.Argument(..., help="Run id or path."),
 
 
 CANDIDATE_REF_HELP = ("A candidate: its # in `kernopt runs show` (a number of up to 4 digits; 0 is the baseline), "
-                      "`baseline`, `best`, or its id (a unique prefix of 5 or more characters will do).")
+                      "`baseline`, `best`, or its id or a unique prefix of it (all digits: 5 or more, else it reads as a #).")
 
 
 def candidate_ref(store: Any, ref: str) -> str:

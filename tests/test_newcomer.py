@@ -89,3 +89,15 @@ def test_runs_diff_takes_the_row_numbers_runs_show_prints(tmp_path: Path) -> Non
     p = kernopt("runs", "diff", str(run), "4", "1")
     assert p.returncode == 2
     assert "no candidate #4" in one_error_line(p)
+
+
+def test_runs_diff_ambiguous_prefix_is_one_line_listing_the_matches(tmp_path: Path) -> None:
+    from tests.test_cli import kernopt, one_error_line
+
+    run, cands = fake_run(tmp_path, 7)  # 7 ids starting with one of a-f: two share their first character
+    first = [c.id[0] for c in cands]
+    ch = next(x for x in first if first.count(x) > 1)
+    p = kernopt("runs", "diff", str(run), ch, "best")
+    assert p.returncode == 2
+    line = one_error_line(p)
+    assert "ambiguous" in line and all(c.id in line for c in cands if c.id[0] == ch)

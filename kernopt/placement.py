@@ -24,6 +24,7 @@ import contextlib
 import fcntl
 import json
 import os
+import stat
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -91,11 +92,18 @@ def holders(path: str | None = None) -> list[Holder]:
     except OSError:
         return []
     out: list[Holder] = []
-    for name in names:
+    for name in names[:256]:
         try:
-            with open(os.path.join(d, name)) as f:
-                rec = json.loads(f.read(4096))
-            h = Holder(int(rec["pid"]), str(rec["mode"]), str(rec["what"])[:120], float(rec["since"]))
+            # Anyone may write here: no symlink followed, nothing but a regular file read (a FIFO must not block).
+            fd = os.open(os.path.join(d, name), os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+            try:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    continue
+                rec = json.loads(os.read(fd, 4096))
+            finally:
+                os.close(fd)
+            what = "".join(ch for ch in str(rec["what"]) if ch.isprintable())[:120]  # no terminal control codes
+            h = Holder(int(rec["pid"]), "".join(ch for ch in str(rec["mode"]) if ch.isalpha())[:10], what, float(rec["since"]))
         except (OSError, ValueError, KeyError, TypeError):
             continue
         if _alive(h.pid):
@@ -128,11 +136,19 @@ def _record(path: str, mode: str, what: str) -> str | None:
         with contextlib.suppress(FileExistsError):
             os.mkdir(d, 0o1777)
             os.chmod(d, 0o1777)  # every user's runs record here (sticky: each removes only its own)
+        if not stat.S_ISDIR(os.lstat(d).st_mode):  # a link someone put in its place: write nothing through it
+            return None
         f = os.path.join(d, f"{os.getpid()}-{threading.get_ident()}")
         tmp = f + ".tmp"
-        with open(tmp, "w") as out:
-            out.write(json.dumps({"pid": os.getpid(), "mode": mode, "what": what, "since": time.time()}))
-        os.chmod(tmp, 0o644)
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+        # a new file of our own (never through a link someone else left under our name), then renamed into place
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        try:
+            os.write(fd, json.dumps({"pid": os.getpid(), "mode": mode, "what": what, "since": time.time()}).encode())
+            os.fchmod(fd, 0o644)
+        finally:
+            os.close(fd)
         os.replace(tmp, f)
         return f
     except OSError:

@@ -216,3 +216,30 @@ def test_a_long_phase_never_hides_the_counts_elapsed_and_eta() -> None:
     out.print(hooks.progress.make_tasks_table(hooks.progress.tasks))
     line = out.export_text().rstrip("\n")
     assert "\n" not in line and "0/4 0:00:00 ETA ~2 min best none yet" in line and line.endswith("…")
+
+
+def test_holder_records_are_read_and_written_defensively(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Anyone can write into the records directory: control codes are dropped, a FIFO does not block the reader,
+    a link is never written through."""
+    path = str(tmp_path / "host.lock")
+    monkeypatch.setenv("KERNOPT_HOST_LOCK", path)
+    d = Path(path + ".holders")
+    d.mkdir()
+    (d / "evil").write_text(f'{{"pid": {os.getpid()}, "mode": "exclusive", "what": "x\\u001b[2Jy", "since": 0}}')
+    os.mkfifo(d / "fifo")
+    assert [h.what for h in placement.holders()] == ["x[2Jy"]
+    target = tmp_path / "victim"
+    target.write_text("keep")
+    import threading
+
+    (d / f"{os.getpid()}-{threading.get_ident()}.tmp").symlink_to(target)
+    with placement.hold("exclusive", what="mine"):
+        assert "mine" in [h.what for h in placement.holders()]
+    assert target.read_text() == "keep"
+    link = tmp_path / "linked.lock"
+    Path(str(link) + ".holders").symlink_to(tmp_path / "elsewhere")
+    (tmp_path / "elsewhere").mkdir()
+    monkeypatch.setenv("KERNOPT_HOST_LOCK", str(link))
+    with placement.hold("exclusive", what="mine"):
+        pass
+    assert list((tmp_path / "elsewhere").iterdir()) == []

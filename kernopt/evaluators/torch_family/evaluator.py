@@ -221,8 +221,10 @@ class TorchEvaluator(SandboxedEvaluator):
         t = time.monotonic()
         ext: Path | None = None
         try:
-            with placement.hold("shared", phases):  # building and checking run beside other evaluations
+            with placement.hold("shared", phases, f"building and checking {self.task.name} {candidate.id}", self.on_phase):
+                # building and checking run beside other evaluations
                 t = time.monotonic()
+                self.phase("building")
                 source, trusted = self.prepare(candidate)
                 dev = self.device()
                 ver.device = dev.label if self.task.target == "triton" or dev.cuda else "none (compiled only)"
@@ -237,14 +239,17 @@ class TorchEvaluator(SandboxedEvaluator):
                     self.baseline_extension()  # built here, beside other evaluations, not in the exclusive timing phase
                 phases["build"] = time.monotonic() - t
                 t = time.monotonic()
+                self.phase("verifying")
                 self.verify(source, ver, check_ops=not trusted, ext=ext)
                 phases["verify"] = time.monotonic() - t
                 if not dev.cuda:
                     return EvalResult(candidate_id=candidate.id, status="ok", verification=ver, phase_s=phases, flags=["no_gpu_timing"],
                                       reason=f"verified with the Triton interpreter at {len(ver.shapes)} shapes x {ver.seeds} seeds; "
                                              "no GPU here, so no timing")
-            with placement.hold("exclusive", phases):  # timing has the machine to itself (kernopt/placement.py)
+            with placement.hold("exclusive", phases, f"timing {self.task.name} {candidate.id}", self.on_phase):
+                # timing has the machine to itself (kernopt/placement.py)
                 t = time.monotonic()
+                self.phase("timing")
                 timing = self.time(source, self.task.timing.rounds if self.config.rounds is None else self.config.rounds, ext=ext)
                 ver.timed_outputs_checked = True
                 phases["time"] = time.monotonic() - t
@@ -372,7 +377,8 @@ class TorchEvaluator(SandboxedEvaluator):
                 if self.task.target == "cuda":
                     ext = self.build_extension(source)
                     self.baseline_extension()
-                with placement.hold("exclusive"):
+                with placement.hold("exclusive", what=f"re-measuring {self.task.name} {candidate.id}", on_wait=self.on_phase):
+                    self.phase("re-measuring")
                     timing = self.time(source, self.config.remeasure_rounds, ext=ext)
             except EvalFail as f:
                 return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]

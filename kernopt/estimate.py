@@ -90,3 +90,13 @@ def for_run(task: object, rounds: int | None, reps: int | None, candidates: int,
         return None
     return estimate(rounds or task.timing_rounds, task.timing.warmup, reps or task.timing.reps, candidates,
                     baseline_call_s, checking_s)
+
+
+def bench_eta_s(durations: list[float], remaining: int, parallel: int) -> float | None:
+    """A bench's seconds left: the mean duration of the tasks finished so far times the tasks left (running
+    ones included), shared by the `parallel` tasks running at once. None before any task has finished."""
+    if remaining <= 0:
+        return 0.0
+    if not durations:
+        return None
+    return sum(durations) / len(durations) * remaining / max(1, parallel)

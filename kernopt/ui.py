@@ -19,14 +19,13 @@ from rich.progress import (
     Task,
     TextColumn,
     TimeElapsedColumn,
-    TimeRemainingColumn,
 )
 from rich.table import Column, Table
 from rich.text import Text
 
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
-from kernopt.estimate import eta_s, fmt_duration
+from kernopt.estimate import bench_eta_s, eta_s, fmt_duration
 from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent
 from kernopt.model import Spend
 from kernopt.runs import RunStore
@@ -310,9 +309,10 @@ class BenchProgress:
         self.console = console
         self.name = name
         self.progress = Progress(SpinnerColumn(), TextColumn("{task.description}"), BarColumn(bar_width=24), MofNCompleteColumn(),
-                                 TimeElapsedColumn(), TextColumn("ETA"), TimeRemainingColumn(), console=console, transient=False)
+                                 TimeElapsedColumn(), TextColumn("{task.fields[eta]}"), console=console, transient=False)
+        self.durations: list[float] = []  # elapsed seconds of the tasks finished in this invocation
         self.skipped = 0
-        self.overall = self.progress.add_task(self._overall(), total=total)
+        self.overall = self.progress.add_task(self._overall(), total=total, eta="ETA -:--:--")
         self.lines: dict[str, Any] = {}  # key -> the rich task id of its line
         self.best: dict[str, float | None] = {}
         self.last: dict[str, str] = {}  # key -> the last candidate's status (or message)
@@ -350,7 +350,7 @@ class BenchProgress:
         desc = (f"  {escape(ev.key)}  best [bold green]{f'{best:.2f}x' if best else '-'}[/] · "
                 f"last {escape(last[:32])}{now}" + (f" · {escape(ev.host)}" if ev.host else ""))
         if ev.key not in self.lines:
-            self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done)
+            self.lines[ev.key] = self.progress.add_task(desc, total=ev.budget or None, completed=ev.done, eta="")
         else:
             self.progress.update(self.lines[ev.key], description=desc, completed=ev.done)
 
@@ -359,6 +359,10 @@ class BenchProgress:
         if line is not None:
             self.progress.remove_task(line)
         self.progress.advance(self.overall)
+        self.durations.append(r.elapsed_s)
+        task = self.progress.tasks[self.overall]
+        left = bench_eta_s(self.durations, int(task.total or 0) - int(task.completed), len(self.lines))
+        self.progress.update(self.overall, eta="ETA " + ("-:--:--" if left is None else f"~{fmt_duration(left)}"))
         s = r.summary or {}
         if r.status == "finished":
             if s.get("best_significant") and s.get("best_candidate"):

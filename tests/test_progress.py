@@ -243,3 +243,26 @@ def test_holder_records_are_read_and_written_defensively(tmp_path: Path, monkeyp
     with placement.hold("exclusive", what="mine"):
         pass
     assert list((tmp_path / "elsewhere").iterdir()) == []
+
+
+def test_bench_eta_from_the_mean_task_and_the_tasks_running_at_once() -> None:
+    from kernopt.estimate import bench_eta_s
+
+    assert bench_eta_s([], 5, 2) is None
+    assert bench_eta_s([100.0, 300.0], 4, 2) == pytest.approx(400.0)
+    assert bench_eta_s([100.0], 3, 0) == pytest.approx(300.0)
+    assert bench_eta_s([100.0], 0, 2) == 0.0
+
+
+def test_bench_display_shows_an_eta_once_a_task_has_finished() -> None:
+    from types import SimpleNamespace
+
+    from kernopt.bench.work import ProgressEvent
+    from kernopt.ui import BenchProgress
+
+    display = BenchProgress(Console(width=200), 3, "b")
+    assert display.progress.tasks[display.overall].fields["eta"] == "ETA -:--:--"
+    for key in ("a", "b"):
+        display.on_event(ProgressEvent(key=key, kind="start", budget=3))
+    display.on_result(SimpleNamespace(key="a", status="failed", error="x", elapsed_s=600.0, host="", summary=None))
+    assert display.progress.tasks[display.overall].fields["eta"] == "ETA ~20 min"  # 2 left, 1 running: 2 x 600 s

@@ -14,11 +14,14 @@ from __future__ import annotations
 import math
 import tomllib
 from pathlib import Path
-from typing import ClassVar, Literal
+from typing import TYPE_CHECKING, ClassVar, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator, model_validator
 
 from kernopt.errors import TaskError
+
+if TYPE_CHECKING:
+    import numpy as np
 
 Target = Literal["openmp", "mpi", "mpi+openmp", "c", "cpp", "cuda-c"]
 TorchTarget = Literal["triton", "cuda"]
@@ -64,6 +67,9 @@ class OutputCheck(_Strict):
     norm_rtol: float | None = Field(None, ge=0, description="Relative norm bound of this output.")
     range: tuple[str, str] | None = Field(None, description="[start, stop): compare only these elements; expressions of n "
                                           "(kernopt/hw/expr.py), rounded down and clamped to the buffer.")
+    triangle: Literal["lower", "upper"] | None = Field(None, description="Compare only the lower (j <= i) or upper (j >= i) "
+                                                       "triangle of the buffer as a row-major matrix of `cols` columns.")
+    cols: str = Field("n", description="The row length of the matrix `triangle` reads the buffer as (an expression of n).")
 
     @field_validator("range")
     @classmethod
@@ -74,6 +80,33 @@ class OutputCheck(_Strict):
             for text in v:
                 parse(text, ["n"])
         return v
+
+    @field_validator("cols")
+    @classmethod
+    def _cols_formula(cls, v: str) -> str:
+        from kernopt.hw.expr import parse
+
+        parse(v, ["n"])
+        return v
+
+    @model_validator(mode="after")
+    def _one_part(self) -> OutputCheck:
+        if self.range is not None and self.triangle is not None:
+            raise ValueError("range and triangle: give one of them")
+        return self
+
+    def mask(self, n: int, size: int) -> slice | np.ndarray:
+        """The compared elements of a buffer of `size` elements at size n: a slice, or a boolean mask (triangle)."""
+        if self.triangle is None:
+            start, stop = self.span(n, size)
+            return slice(start, stop)
+        import numpy as np
+
+        from kernopt.hw.expr import evaluate
+
+        cols = max(1, math.floor(evaluate(self.cols, {"n": float(n)})))
+        i, j = np.divmod(np.arange(size, dtype=np.int64), cols)
+        return (j <= i) if self.triangle == "lower" else (j >= i)
 
     def span(self, n: int, size: int) -> tuple[int, int]:
         """The compared elements [start, stop) of a buffer of `size` elements at size n."""
@@ -115,6 +148,12 @@ class Verify(_Strict):
         o = self.outputs.get(name)
         return (0, size) if o is None or n is None else o.span(n, size)
 
+    def part(self, name: str, n: int | None, size: int) -> slice | np.ndarray:
+        """What of output `name` is compared at size n, as an index for a flat array: a slice, or a boolean mask
+        (a triangle). Everything when n is None or nothing is set."""
+        o = self.outputs.get(name)
+        return slice(0, size) if o is None or n is None else o.mask(n, size)
+
 
 class Timing(_Strict):
     """How baseline and candidate are timed (interleaved, same session)."""
@@ -136,6 +175,17 @@ class Build(_Strict):
     ldflags: list[str] = Field(default_factory=lambda: ["-lm"], description="Link flags.")
     arch: str = Field("sm_90", pattern=r"^sm_[0-9]+a?$", description="cuda-c: the GPU architecture nvcc compiles for "
                       "when no GPU is present (on a GPU machine, the GPU's own).")
+
+
+MAX_MEMORY_MB = 65536  # the most a task may ask for (64 GiB); the monitor refuses buffer tables larger than this too
+
+
+class TaskLimits(_Strict):
+    """Resource limits of the task's programs (baseline and candidates alike)."""
+
+    memory_mb: int | None = Field(None, ge=64, le=MAX_MEMORY_MB, description="Address-space limit of every run of the "
+                                  "measured program in MiB, where the task needs more than the default (eval.memory_mb, "
+                                  f"4096); at most {MAX_MEMORY_MB}.")
 
 
 class Tunable(_Strict):
@@ -195,6 +245,7 @@ class Task(_Strict):
     timing: Timing = Timing()
     build: Build = Build()
     tunables: list[Tunable] = Field(default_factory=list)
+    limits: TaskLimits = TaskLimits()
     roofline: RooflineSpec | None = Field(None, description="The work at size n, for roofline figures (optional).")
     root: Path = Field(Path("."), exclude=True, description="The task directory (set by the loader).")
 

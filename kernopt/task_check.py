@@ -167,8 +167,7 @@ def _output_checks(task: Task, run: object, d: Path) -> list[Check]:
         for c in calls:
             parts = {}
             for name, v in load_outputs(d, c, run.layouts[n]).items():
-                start, stop = task.verify.span(name, n, v.size)
-                parts[name] = v[start:stop]
+                parts[name] = v[task.verify.part(name, n, v.size)]
             arrays.append(parts)
         for c, a in zip(calls, arrays, strict=True):
             for name, v in a.items():

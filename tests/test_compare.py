@@ -294,3 +294,20 @@ def test_comparison_range_compares_only_the_named_part() -> None:
     # clamped to the buffer: a range past its end compares what there is
     wide = Verify.model_validate({"outputs": {"L": {"range": ["0", "100*n"]}}})
     assert wide.span("L", 4, 20) == (0, 20) and wide.span("other", 4, 20) == (0, 20)
+
+
+@pytest.mark.parametrize("which,kept", [("lower", [0, 3, 4, 6, 7, 8]), ("upper", [0, 1, 2, 4, 5, 8])])
+def test_triangle_compares_only_that_triangle(which: str, kept: list[int]) -> None:
+    """[verify.outputs.L] triangle = "lower": a full row-major n x n matrix of which only j <= i is compared."""
+    v = Verify.model_validate({"outputs": {"L": {"triangle": which}}})
+    ref = np.arange(1.0, 10.0)  # 3 x 3
+    got = np.full(9, np.nan)
+    got[kept] = ref[kept]
+    assert compare({"L": got}, {"L": ref}, v, n=3)[0] is None
+    m = compare({"L": got}, {"L": ref}, v)[0]  # without a size: the whole matrix
+    assert m is not None
+    got[kept[-2]] += 1.0
+    m = compare({"L": got}, {"L": ref}, v, n=3)[0]
+    assert m is not None and f"index {kept[-2]}" in m.message and "1 of 6 elements" in m.message
+    with pytest.raises(ValueError, match="give one of them"):
+        Verify.model_validate({"outputs": {"L": {"triangle": which, "range": ["0", "n"]}}})

@@ -138,3 +138,83 @@ def test_task_check_judges_only_the_compared_part(tmp_path: Path) -> None:
     toml.write_text(toml.read_text() + '\n[verify.outputs.nope]\nrtol = 0\n')
     checks = {c.name: c for c in check_task(load_task(task_dir), sb)}
     assert not checks["buffers"].ok and "verify.outputs.nope is not an output buffer" in checks["buffers"].detail
+
+
+SCRATCH_BASE = """void sc(long n, double *w, const double *a, double *out) {
+    for (long i = 0; i < n; i++) w[i] = 2.0 * a[i];
+    for (long i = 0; i < n; i++) out[i] = w[i] + 1.0;
+}
+"""
+
+
+@needs("gcc")
+@pytest.mark.parametrize("extra,verdict", [
+    ("", "ok"),  # writes its scratch input w only: allowed
+    ("((double *)a)[n - 1] = 0.0;", "a"),  # also writes input a, after the scratch w in the table: rejected, naming a
+])
+def test_scratch_inputs_may_be_overwritten_and_no_others(tmp_path: Path, extra: str, verdict: str) -> None:
+    """verify.scratch = ["w"]: a kernel may overwrite w; every other input is still checked around every call
+    (the monitor names every changed input, not the first: w comes first in the table here)."""
+    import tempfile
+
+    from kernopt.candidate import Candidate
+    from kernopt.config import EvalConfig
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import Task
+    from kernopt.task_new import create
+
+    src = tmp_path / "sc.c"
+    src.write_text(SCRATCH_BASE)
+    task_dir = tmp_path / "sc"
+    create("sc", src, "sc", task_dir, sizes=[], params=[], roles=["w=in"], fills=[], ask=None, target="c", timing=4000,
+           sandbox=None)
+    toml = task_dir / "task.toml"
+    toml.write_text(toml.read_text().replace("[verify]\n", '[verify]\nscratch = ["w"]\n'))
+    task = load_task(task_dir)
+    assert isinstance(task, Task) and task.verify.scratch == ["w"]
+    ev = CFamilyEvaluator(task, get_sandbox("local", "c"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
+    try:
+        cand = SCRATCH_BASE.replace("w[i] + 1.0;\n", "w[i] + 1.0;\n    " + extra + "\n")
+        result, prog = ev.check_untimed(Candidate(files={"kernel.c": cand}))
+    finally:
+        ev.close()
+    if verdict == "ok":
+        assert result.status == "ok", result.reason
+    else:
+        assert result.status == "rejected" and f"modified its input '{verdict}'" in result.reason, result.reason
+    # without the scratch declaration, writing w is rejected as before
+    task2 = task.model_copy(update={"verify": task.verify.model_copy(update={"scratch": []})})
+    ev = CFamilyEvaluator(task2, get_sandbox("local", "c"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
+    try:
+        result, _ = ev.check_untimed(Candidate(files={"kernel.c": SCRATCH_BASE}))
+    finally:
+        ev.close()
+    assert result.status == "rejected" and "modified its input 'w'" in result.reason
+
+
+def test_memory_limit_is_bounded(small_task: Path) -> None:
+    _edit(small_task, "[timing]", "[limits]\nmemory_mb = 1000000\n\n[timing]")
+    with pytest.raises(TaskError) as exc:
+        load_task(small_task)
+    assert "limits.memory_mb: Input should be less than or equal to 65536" in str(exc.value)
+
+
+@needs("gcc")
+def test_task_memory_limit_replaces_the_default_cap(small_task: Path) -> None:
+    """A harness that reserves 5 GiB of address space fails under the default 4 GiB cap and runs when the task
+    asks for 8 GiB (limits.memory_mb)."""
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task_check import check_task
+
+    harness = small_task / "harness.c"
+    text = harness.read_text()
+    old = "int ko_setup(long n, ko_buf *bufs) {"
+    assert old in text
+    harness.write_text(text.replace(old, old + "\n    static char *big;\n    if (!big && !(big = malloc(5UL << 30))) abort();"))
+    sb = get_sandbox("local", "openmp")
+    run = next(c for c in check_task(load_task(small_task), sb) if c.name == "run")
+    assert not run.ok
+    _edit(small_task, "[timing]", "[limits]\nmemory_mb = 8192\n\n[timing]")
+    run = next(c for c in check_task(load_task(small_task), sb) if c.name == "run")
+    assert run.ok, run.detail

@@ -191,6 +191,13 @@ class Mismatch:
     max_abs_err: float = float("inf")
 
 
+def _index(part: slice | np.ndarray, i: int) -> int:
+    """The index in the whole buffer of element i of its compared part."""
+    if isinstance(part, slice):
+        return (part.start or 0) + i
+    return int(np.flatnonzero(part)[i])
+
+
 def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify,
             n: int | None = None) -> tuple[Mismatch | None, float, float]:
     """Compare every output buffer, each with its tolerances and (given the size n) only the part its
@@ -202,15 +209,15 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
         full_out = got.get(name)
         if full_out is None or full_out.shape != full_ref.shape:
             return Mismatch(f"output {name!r} missing or wrong size"), float("inf"), float("inf")
-        start, stop = tol.span(name, n, full_ref.size)
-        ref, out = full_ref[start:stop], full_out[start:stop]
+        part = tol.part(name, n, full_ref.size)
+        ref, out = full_ref[part], full_out[part]
         rtol, atol, norm_rtol = tol.tolerances(name)
         if np.issubdtype(ref.dtype, np.floating):
             bad_nan = ~np.isfinite(out) & np.isfinite(ref)
             if bad_nan.any():
                 i = int(np.argmax(bad_nan))
                 return Mismatch(f"output {name!r}: {int(bad_nan.sum())} of {ref.size} elements not written or not "
-                                f"finite (first at index {start + i}: got {out[i]!r})"), float("inf"), float("inf")
+                                f"finite (first at index {_index(part, i)}: got {out[i]!r})"), float("inf"), float("inf")
             r64, o64 = ref.astype(np.float64), out.astype(np.float64)
             special = ~np.isfinite(r64)  # inf/NaN in the reference must be matched exactly
             if special.any():
@@ -218,7 +225,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
                 bad_special = special & ~same
                 if bad_special.any():
                     i = int(np.argmax(bad_special))
-                    return (Mismatch(f"output {name!r}: element {start + i} is {out[i]!r} where the reference is {ref[i]!r}"),
+                    return (Mismatch(f"output {name!r}: element {_index(part, i)} is {out[i]!r} where the reference is {ref[i]!r}"),
                             float("inf"), float("inf"))
                 r64, o64 = r64[~special], o64[~special]
             err = np.abs(o64 - r64)
@@ -231,7 +238,7 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
             if bad.any():
                 i = int(np.flatnonzero(~special)[int(np.argmax(bad))]) if special.any() else int(np.argmax(bad))
                 return (Mismatch(f"output {name!r}: {int(bad.sum())} of {ref.size} elements outside tolerance "
-                                 f"(first at index {start + i}: got {out[i]:.17g}, expected {ref[i]:.17g}; "
+                                 f"(first at index {_index(part, i)}: got {out[i]:.17g}, expected {ref[i]:.17g}; "
                                  f"max abs err {worst_abs:.3g})", worst_abs), worst_abs, worst_norm)
             # the norm bound has the elementwise atol's floor (||atol|| over the elements): a handful of
             # near-zero outputs (a scalar loss, n=1) is judged by atol, not by pure relative error
@@ -243,5 +250,5 @@ def compare(got: dict[str, np.ndarray], want: dict[str, np.ndarray], tol: Verify
             if bad.any():
                 i = int(np.argmax(bad))
                 return (Mismatch(f"output {name!r}: {int(bad.sum())} of {ref.size} elements differ "
-                                 f"(first at index {start + i}: got {out[i]}, expected {ref[i]})"), float("inf"), float("inf"))
+                                 f"(first at index {_index(part, i)}: got {out[i]}, expected {ref[i]})"), float("inf"), float("inf"))
     return None, worst_abs, worst_norm

@@ -225,6 +225,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
         # The monitor reads the plan and deletes it before the measured program starts.
         (d / "plan").write_text("\n".join(lines) + "\n")
         cmd, env = self._launch(b)
+        if memory_mb == -1 and self.task.limits.memory_mb:  # the task asks for more than the default cap
+            memory_mb = max(self.config.memory_mb, self.task.limits.memory_mb)
         try:
             r = self.run_step(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
         finally:
@@ -236,8 +238,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
             hint = " (deadlock?)" if self.task.uses_mpi else ""
             raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", tail(r.stderr))
         for call in run.calls:
-            if call.mutated and not self.task.verify.allow_input_mutation:
-                raise EvalFail("rejected", f"kernel modified its input {call.mutated!r} (n={call.n}, {where})")
+            # the monitor names every input that changed (comma-separated); only the task's scratch inputs may
+            changed = [m for m in (call.mutated or "").split(",") if m and m not in self.task.verify.scratch]
+            if changed and not self.task.verify.allow_input_mutation:
+                raise EvalFail("rejected", f"kernel modified its input {changed[0]!r} (n={call.n}, {where})")
         if not r.ok or not run.complete:
             why = run.error or (describe_exit(r) if not r.ok else "exited before the harness finished")
             if "SIGSYS" in why or (self.task.uses_mpi and "exited with code 159" in why):  # mpirun: 128 + SIGSYS

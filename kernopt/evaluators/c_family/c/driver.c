@@ -234,12 +234,12 @@ int main(int argc, char **argv) {
 #ifdef KO_CUDA
             ko_from_device(bufs, nb);
 #endif
-            int bad = -1;
+            int bad = 0;  /* bit i: input i changed on some rank */
 #ifdef KO_MPI
             for (int i = 0; i < nb; i++)
-                if (bufs[i].role == KO_IN && ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) != sums[i]) { bad = i; break; }
+                if (bufs[i].role == KO_IN && ko_fnv(bufs[i].data, bufs[i].count * ko_elem_size(bufs[i].dtype)) != sums[i]) bad |= 1 << i;
             int lbad = bad;
-            MPI_Allreduce(&lbad, &bad, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+            MPI_Allreduce(&lbad, &bad, 1, MPI_INT, MPI_BOR, MPI_COMM_WORLD);
 #endif
             ack.op = KO_ACK_POSTED;
             ack.value = bad;

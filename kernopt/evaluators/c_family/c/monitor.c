@@ -42,7 +42,7 @@
 #include "protocol.h"
 
 #define MAX_PLAN 100000
-#define MAX_TOTAL_BYTES (8ULL << 30)
+#define MAX_TOTAL_BYTES (64ULL << 30)  /* task.toml's limits.memory_mb is at most 64 GiB (kernopt/task.py) */
 #define CHUNK (4u << 20)
 
 typedef struct { int is_size; int64_t n; uint64_t seed; int record; } step;
@@ -398,7 +398,7 @@ int main(int argc, char **argv) {
         double t1 = now();
         stop_all();
         double cpu1 = cpu_all();
-        a.value = -1;
+        a.value = 0;
         if (post_phase) {  /* out of the window, and its CPU counts as outside */
             cont_all();
             send_cmd(KO_OP_POST, call, n, 0, "the end of the call");
@@ -408,10 +408,19 @@ int main(int argc, char **argv) {
         }
         uint64_t after[16];
         input_hashes(key, after);
-        const char *mutated = NULL;
-        for (int b = 0; b < table.value && !mutated; b++)
-            if (after[b] != before[b]) mutated = table.bufs[b].name;
-        if (!mutated && a.value >= 0 && a.value < table.value && table.bufs[a.value].role == 0) mutated = table.bufs[a.value].name;
+        /* Every changed input, by name (the host allows a task's scratch inputs, and only those): rank 0's
+         * from the hashes, the other ranks' from the program's own bitmask (MPI). */
+        int mutated_in[16] = {0};
+        for (int b = 0; b < table.value; b++)
+            if (after[b] != before[b]) mutated_in[b] = 1;
+        for (int b = 0; b < table.value; b++)
+            if ((((uint32_t)a.value) >> b) & 1u && table.bufs[b].role == 0) mutated_in[b] = 1;
+        char mutated[16 * (KO_NAME_LEN + 1) + 1] = "";
+        for (int b = 0; b < table.value; b++)
+            if (mutated_in[b]) {
+                if (mutated[0]) strcat(mutated, ",");
+                strncat(mutated, table.bufs[b].name, KO_NAME_LEN);
+            }
         uint64_t out_key = secret(), out_hash = 0, out_bytes = 0;
         if (s->record) {
             char name[64];
@@ -425,7 +434,7 @@ int main(int argc, char **argv) {
         printf("{\"call\": %u, \"n\": %lld, \"seed\": %llu, \"record\": %d, \"time\": %.9f, \"cpu_in\": %.9f, "
                "\"cpu_out\": %.9f, \"mutated\": ", call, (long long)n, (unsigned long long)s->seed, s->record, t1 - t0,
                cpu1 - cpu0, cpu_out);
-        if (mutated) json_str(mutated); else printf("null");
+        if (mutated[0]) json_str(mutated); else printf("null");
         printf(", \"bytes\": %llu, \"key\": %llu, \"hash\": %llu}\n", (unsigned long long)out_bytes,
                (unsigned long long)out_key, (unsigned long long)out_hash);
         fflush(stdout);

@@ -36,7 +36,7 @@ typedef struct {
 typedef struct {
     uint32_t op;      /* KO_ACK_* */
     uint32_t call;
-    int32_t value;    /* SETUP: buffer count; POSTED: index of an input another rank changed, or -1 */
+    int32_t value;    /* SETUP: buffer count; POSTED: bitmask of the inputs another rank changed (bit i: buffer i) */
     int32_t nranks;   /* SETUP: how many ranks (pids) follow */
     ko_buf_desc bufs[16];
     int32_t pids[KO_MAX_RANKS];

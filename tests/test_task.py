@@ -218,3 +218,42 @@ def test_task_memory_limit_replaces_the_default_cap(small_task: Path) -> None:
     _edit(small_task, "[timing]", "[limits]\nmemory_mb = 8192\n\n[timing]")
     run = next(c for c in check_task(load_task(small_task), sb) if c.name == "run")
     assert run.ok, run.detail
+
+
+MPI_DOT = (REPO / "tests" / "redteam" / "control_mpi_dot.c").read_text()
+
+
+@needs("mpicc", "mpirun")
+@pytest.mark.parametrize("writes,verdict", [
+    ("if (rank == 1 && hi > lo) ((double *)x)[lo] = 0.0;", "ok"),  # the scratch input x, on rank 1 only
+    ("if (rank == 1 && hi > lo) { ((double *)x)[lo] = 0.0; ((double *)y)[lo] = 0.0; }", "y"),  # and y: rejected
+])
+def test_scratch_under_mpi_other_ranks(tmp_path: Path, writes: str, verdict: str) -> None:
+    """Ranks other than 0 check their own inputs and report every changed one (a bitmask, not the first index):
+    with x as scratch, a kernel that also writes y on rank 1 is rejected, naming y."""
+    import shutil
+    import tempfile
+
+    from kernopt.candidate import Candidate
+    from kernopt.config import EvalConfig
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import Task
+
+    task_dir = tmp_path / "small_dot"
+    shutil.copytree(REPO / "tests" / "redteam" / "small_dot", task_dir)
+    _edit(task_dir, "ranks = [1, 2, 3, 4]", 'ranks = [1, 2]\nscratch = ["x"]')
+    _edit(task_dir, "check = [1, 2, 3, 7, 33, 1000, 4099, 100003]", "check = [7, 1000]")
+    task = load_task(task_dir)
+    assert isinstance(task, Task)
+    cand = MPI_DOT.replace("    MPI_Reduce(", f"    {writes}\n    MPI_Reduce(")
+    assert cand != MPI_DOT
+    ev = CFamilyEvaluator(task, get_sandbox("local", "mpi"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
+    try:
+        result, _ = ev.check_untimed(Candidate(files={"kernel.c": cand}))
+    finally:
+        ev.close()
+    if verdict == "ok":
+        assert result.status == "ok", result.reason
+    else:
+        assert result.status == "rejected" and f"modified its input '{verdict}'" in result.reason, result.reason

@@ -40,7 +40,7 @@ _DTYPES: dict[str, tuple[str, int]] = {
     "char": ("KO_U8", 1), "signed char": ("KO_U8", 1), "unsigned char": ("KO_U8", 1), "uint8_t": ("KO_U8", 1), "int8_t": ("KO_U8", 1),
 }
 _INTEGER = {k for k, (d, _) in _DTYPES.items() if d != "KO_F64" and d != "KO_F32"}
-_ROLES = {"in": "KO_IN", "out": "KO_OUT", "inout": "KO_INOUT"}
+_ROLES = {"in": "KO_IN", "out": "KO_OUT", "inout": "KO_INOUT", "scratch": "KO_IN"}  # scratch: an input it may overwrite
 CHECK_SIZES = [1, 2, 3, 7, 33]
 MAX_BYTES = 1 << 30  # calibration stops growing n before the buffers pass 1 GiB (the sandbox's cap is 4 GiB)
 MAX_OUT_BYTES = 128 << 20  # ... or the outputs pass 128 MiB (each call's are written to a file; the sandbox's largest is 512 MiB)
@@ -318,7 +318,7 @@ def sizes_at(plan: Plan, n: int) -> tuple[dict[str, int], dict[str, int]]:
 def buffer_bytes(plan: Plan, n: int, outputs: bool = False) -> int:
     """The bytes of every buffer (outputs: of the OUT and INOUT ones) at size n."""
     _, counts = sizes_at(plan, n)
-    return sum(counts[b.name] * _DTYPES[b.ctype][1] for b in plan.buffers.values() if not outputs or b.role != "in")
+    return sum(counts[b.name] * _DTYPES[b.ctype][1] for b in plan.buffers.values() if not outputs or b.role in ("out", "inout"))
 
 
 # ---------------------------------------------------------------- answers
@@ -361,13 +361,14 @@ def configure(plan: Plan, sizes: list[str], params: list[str], roles: list[str],
     for b in plan.buffers.values():
         if b.name in role_opts:
             if role_opts[b.name] not in _ROLES:
-                raise TaskError(f"--role {b.name}={role_opts[b.name]}: expected in, out or inout")
+                raise TaskError(f"--role {b.name}={role_opts[b.name]}: expected in, out, inout or scratch")
             b.role = role_opts[b.name]
         elif ask is not None and b.name != "return":
-            b.role = ask(f"buffer {b.name} ({b.ctype} *): role in (read only), out (written) or inout (read and written)",
+            b.role = ask(f"buffer {b.name} ({b.ctype} *): role in (read only), out (written), inout (read and written) or "
+                         "scratch (an input it may overwrite, not compared)",
                          b.role).strip()
             if b.role not in _ROLES:
-                raise TaskError(f"buffer {b.name}: role {b.role!r}: expected in, out or inout")
+                raise TaskError(f"buffer {b.name}: role {b.role!r}: expected in, out, inout or scratch")
         if b.name in size_opts:
             b.size = size_opts[b.name]
         elif ask is not None and b.name != "return":
@@ -388,6 +389,8 @@ def configure(plan: Plan, sizes: list[str], params: list[str], roles: list[str],
             b.fill = (lo.strip(), hi.strip())
         elif b.name in fill_opts:
             raise TaskError(f"--fill {b.name}: an output buffer is not filled")
+    if not any(b.role in ("out", "inout") for b in plan.buffers.values()):
+        raise TaskError(f"{plan.function}: no buffer is an output (out or inout): nothing to compare")
     for n in CHECK_SIZES:
         sizes_at(plan, n)  # division by zero and the like show now, not in the harness
 
@@ -489,7 +492,8 @@ def task_toml(name: str, plan: Plan, kernel: str, target: str, timing: int, sour
     check = [n for n in CHECK_SIZES if n <= timing]
     hi = max(40, min(timing // 4, 100_000))
     lo = min(8, hi)
-    f32 = any(b.dtype == "KO_F32" for b in plan.buffers.values() if b.role != "in")
+    f32 = any(b.dtype == "KO_F32" for b in plan.buffers.values() if b.role in ("out", "inout"))
+    scratch = [b.name for b in plan.buffers.values() if b.role == "scratch"]
     tol = ("rtol = 1e-4\natol = 1e-6\nnorm_rtol = 1e-5" if f32 else "rtol = 1e-9\natol = 1e-12\nnorm_rtol = 1e-10")
     bufs = "; ".join(f"{b.name} ({b.role}, {b.ctype}[{b.size}])" for b in plan.buffers.values())
     scal = "; ".join(f"{s.name} = {s.expr or 'drawn from the seed in [0.5, 1.5)'}" for s in plan.scalars.values())
@@ -512,6 +516,7 @@ def task_toml(name: str, plan: Plan, kernel: str, target: str, timing: int, sour
         "",
         "[verify]",
         tol,
+        *([f"scratch = [{', '.join(_toml_str(x) for x in scratch)}]"] if scratch else []),
         "",
     ])
 

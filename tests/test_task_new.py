@@ -63,7 +63,7 @@ def test_unsupported_signatures_are_one_line(source: str, message: str) -> None:
     (["--size", "z=n"], "'z' is not a parameter of blur5"),
     (["--size", "in=m*m"], "unknown name 'm'"),
     (["--size", "in=n/(n-n)"], "divides by zero"),
-    (["--role", "out=scratch"], "expected in, out or inout"),
+    (["--role", "out=temp"], "expected in, out, inout or scratch"),
 ])
 def test_bad_options_are_one_line(opts: list[str], message: str) -> None:
     plan = parse_kernel((KERNELS / "blur5.c").read_text(), "blur5")
@@ -136,3 +136,22 @@ def test_existing_directory_is_not_overwritten(tmp_path: Path) -> None:
     p = kernopt("task", "new", "t", "--from", str(KERNELS / "blur5.c"), "--function", "blur5", "--out", str(tmp_path / "t"),
                 "--yes", "--timing", "100", "--no-check")
     assert p.returncode == 2 and "exists and is not empty" in p.stderr
+
+
+@needs("gcc")
+def test_scratch_role_declares_an_input_the_kernel_may_overwrite(tmp_path: Path) -> None:
+    """--role w=scratch: w is filled like an input (KO_IN, checked by nothing but named in verify.scratch)."""
+    src = tmp_path / "sc.c"
+    src.write_text("void sc(long n, const double *a, double *w, double *out) {\n"
+                   "    for (long i = 0; i < n; i++) w[i] += a[i];\n"
+                   "    for (long i = 0; i < n; i++) out[i] = 2.0 * w[i];\n}\n")
+    task = tmp_path / "sc"
+    p = kernopt("task", "new", "sc", "--from", str(src), "--function", "sc", "--out", str(task), "--role", "w=scratch",
+                "--yes", "--timing", "2000000", "--sandbox", "local")
+    toml = _checked(p.returncode, p.stdout, p.stderr, task)
+    assert toml["verify"]["scratch"] == ["w"]  # type: ignore[index]
+    harness = (task / "harness.c").read_text()
+    assert '"w", KO_F64, KO_IN' in harness and "ko_v_w[i] = " in harness  # filled before every call
+    with pytest.raises(TaskError, match="no buffer is an output"):
+        plan = parse_kernel(src.read_text(), "sc")
+        configure(plan, [], [], ["out=in", "w=scratch"], [], None)

@@ -654,7 +654,12 @@ def run_new(name: str, source: Path, function: str, out: Path, *, sizes: list[st
         show(f"scalar {s.name}: {s.expr or 'drawn from the seed in [0.5, 1.5)'}")
     if written.calibration:
         n, t = written.calibration[-1]
-        show(f"timing size {written.timing} (the baseline took {t:.3f} s per call at n={n})")
+        bigger = int(n * 1.25) + 1
+        capped = t < 0.2 and (buffer_bytes(written.plan, bigger) > MAX_BYTES
+                              or buffer_bytes(written.plan, bigger, outputs=True) > MAX_OUT_BYTES)
+        show(f"timing size {written.timing} (the baseline took {t:.3f} s per call at n={n}"
+             + ("; larger sizes pass the buffer caps of task new (1 GiB, outputs 128 MiB): give --timing and, past 4 GiB, "
+                "limits.memory_mb in task.toml" if capped else "") + ")")
     show(f"wrote {out}/task.toml, {out}/kernel.c, {out}/harness.c")
     if not check:
         return True

@@ -504,7 +504,8 @@ def task_new(
     out_dir: Optional[Path] = typer.Option(None, "--out", help="The task directory to write (default: ./NAME)."),
     size: list[str] = typer.Option([], "--size", help="BUFFER=EXPR: the buffer's element count in terms of n (e.g. a='n*n')."),
     param: list[str] = typer.Option([], "--param", help="SCALAR=EXPR (an integer's value in terms of n, a float's fixed value), or SCALAR (= n)."),
-    role: list[str] = typer.Option([], "--role", help="BUFFER=in|out|inout|scratch (default: const pointers in, others out; scratch: an input it may overwrite)."),
+    role: list[str] = typer.Option([], "--role", help="BUFFER=in|out|inout|scratch (default: const pointers in, others out; "
+                                    "scratch: an input it may overwrite)."),
     fill: list[str] = typer.Option([], "--fill", help="BUFFER=LO:HI: inputs drawn uniformly from [LO, HI) (e.g. idx=0:n)."),
     target: str = typer.Option("openmp", help="openmp, c, mpi or mpi+openmp."),
     timing: Optional[int] = typer.Option(None, "--timing", help="The timing size (default: calibrated by running the baseline)."),

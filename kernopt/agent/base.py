@@ -25,6 +25,7 @@ class SearchState:
     cores: int = 2
     seed: int = 0
     critiques: dict[str, Critique] = field(default_factory=dict, metadata={"doc": "By candidate id, once made."})
+    budget_left: int | None = field(default=None, metadata={"doc": "Candidate evaluations left in the run (set by the search)."})
     # The run log: log(event_type, **fields) appends one event (prompts, critiques, scores). A no-op by default.
     log: Callable[..., None] = field(default=lambda *_a, **_k: None, repr=False)
 
@@ -40,7 +41,11 @@ class SearchState:
 
 
 class Policy(Protocol):
-    """Proposes candidates. `propose` returns at most n candidates not yet in state.history."""
+    """Proposes candidates. `propose` returns at most n candidates not yet in state.history.
+
+    A policy may also have `sequential = True` (the greedy search then asks it for one proposal at a
+    time and evaluates each before asking for the next, so the next one can build on a new best) and
+    `finish(state, reason)` (called once when the search ends, e.g. to log ideas it never used)."""
 
     name: str
 

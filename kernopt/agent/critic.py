@@ -11,7 +11,12 @@ from kernopt.agent.extract import extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
 from kernopt.model import Model
-from kernopt.prompts import clip, diff, knobs, one_line, render, shared
+from kernopt.prompts import clip, diff, flat, knobs, one_line, render_bounded, shared
+from kernopt.verdicts import explain, explained
+
+# The parent diff goes to the critic only when it is at most this share of the kernel file: a small
+# change is easier to judge as a diff; a rewrite is the file again, which the critic already gets whole.
+DIFF_SHARE = 0.4
 
 
 def find_candidate(state: SearchState, candidate_id: str | None) -> Candidate | None:
@@ -39,12 +44,30 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
             "threads": t.threads, "ranks": t.ranks, "significant": t.significant, "device": t.device,
             "speedup_vs_eager": t.speedup_vs_eager, "speedup_vs_compile": t.speedup_vs_compile},
         "phase_s": dict(result.phase_s), "flags": list(result.flags),
+        # one line per verdict shown, from kernopt.verdicts
+        "notes": {"status": explain(result.status), "race": explain(v.race_check),
+                  "significance": explain("significant" if t is not None and t.significant else "not significant"),
+                  "flags": explained(list(result.flags))},
         "roofline": None if result.roofline is None or t is None else {
             "line": result.roofline.describe(), "bound": result.roofline.bound, "fraction": result.roofline.fraction,
             "baseline_fraction": result.roofline.bound_s / t.baseline_median_s if t.baseline_median_s > 0 else None,
             "intensity": result.roofline.intensity,
             "balance": result.roofline.peak_gflops / result.roofline.bandwidth_gbps},
     }
+
+
+def critic_diff(old: str | None, new: str, name: str) -> tuple[str, str]:
+    """(diff, note) for the critic, which always gets the whole file once: the unified diff from the
+    parent when it is small next to the file (at most DIFF_SHARE of it), else no diff and a note of
+    how much changed."""
+    if old is None or old == new:
+        return "", ""
+    d = diff(old, new, name, max_lines=1_000_000)
+    if len(d) <= DIFF_SHARE * max(len(new), 1):
+        return d, ""
+    changed = sum(1 for line in d.splitlines() if line[:1] in "+-" and not line.startswith(("+++", "---")))
+    return "", (f"{changed} lines differ from the parent (most of the file), so no diff is shown: "
+                "the whole new file is below")
 
 
 def fallback_critique(candidate: Candidate, result: EvalResult) -> Critique:
@@ -64,9 +87,10 @@ def parse_critique(text: str, candidate: Candidate, result: EvalResult) -> Criti
     if not isinstance(ideas, list):
         ideas = []
     bottleneck = data.get("bottleneck")
-    return Critique(candidate_id=candidate.id, status=result.status, diagnosis=one_line(data["diagnosis"], 1200),
-                    bottleneck=one_line(bottleneck, 120) if isinstance(bottleneck, str) else "",
-                    next_ideas=[one_line(i, 300) for i in ideas if isinstance(i, str) and i.strip()][:6])
+    # kept whole: the planner and the executor get the critique as the critic wrote it
+    return Critique(candidate_id=candidate.id, status=result.status, diagnosis=data["diagnosis"].strip(),
+                    bottleneck=flat(bottleneck) if isinstance(bottleneck, str) else "",
+                    next_ideas=[i.strip() for i in ideas if isinstance(i, str) and i.strip()])
 
 
 class LLMCritic:
@@ -74,10 +98,11 @@ class LLMCritic:
 
     name = "llm"
 
-    def __init__(self, model: Model, *, history: int = 6, log_chars: int = 4000) -> None:
+    def __init__(self, model: Model, *, history: int = 6, log_chars: int = 4000, prompt_chars: int = 60_000) -> None:
         self.model = model
         self.history = history
         self.log_chars = log_chars
+        self.prompt_chars = prompt_chars  # a longer prompt loses its oldest history lines first
 
     def critique(self, state: SearchState, candidate: Candidate, result: EvalResult) -> Critique:
         crit: Critique | None = None
@@ -96,10 +121,10 @@ class LLMCritic:
         kernel = state.task.kernel
         code = candidate.files.get(kernel, "")
         parent = find_candidate(state, candidate.parent)
-        prompt = render(
-            "critic", **shared(state, last=self.history), code=code,
-            candidate={"id": candidate.id, "idea": one_line(candidate.idea, 300) or "(no idea given)",
+        change, change_note = critic_diff(parent.files.get(kernel, "") if parent is not None else None, code, kernel)
+        prompt = render_bounded(
+            "critic", self.prompt_chars, shared(state, last=self.history), code=code,
+            candidate={"id": candidate.id, "idea": candidate.idea.strip() or "(no idea given)",
                        "parent": candidate.parent, "author": candidate.author, "knobs": knobs(candidate)},
-            diff=diff(parent.files.get(kernel, ""), code, kernel) if parent is not None else "",
-            result=result_vars(result, self.log_chars))
+            diff=change, diff_note=change_note, result=result_vars(result, self.log_chars))
         return self.model.complete([{"role": "user", "content": prompt}], role="critic").text

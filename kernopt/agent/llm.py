@@ -1,16 +1,39 @@
 """The LLM policy: a planner proposes a ranked list of distinct ideas for the current best kernel, an
 executor turns each idea into a complete candidate (the whole kernel file plus optional knobs).
 
-Per `propose`: critique the parent's and the latest results that have no critique yet, plan, then
-execute ideas in rank order until n new candidates exist. An answer that cannot be used (no code,
-truncated, the wrong file, unchanged, refused by the static gate) is sent back to the model once
-with the reason; a second failure gives the idea up ("proposal_failed" in the run log). Model budget
-and endpoint errors propagate: the search stops cleanly on ModelBudgetExhausted, and ModelError is an
+Ideas stack. The planner is told how many candidate evaluations are left and asked for that many
+ideas (at most `max_plan`), ordered as a sequence in which each builds on the ones before. The ideas
+wait in a queue; each `propose` takes the next ones and executes each against state.parent *at that
+moment* (the greedy search asks for one proposal at a time, `sequential`, and moves state.parent to
+a new best before asking again), so the second idea is implemented on top of the first when the
+first won, and on the same kernel when it lost.
+
+When to plan again (a choice, argued here): the queue is kept after a new best, because the planner
+was asked for a sequence that stacks and the executor sees the new best's code, so the next idea is
+applied on top of the win as planned; re-planning after every win would cost a planner call per win
+and throw away the rest of the sequence. The queue is re-planned when it is empty, and dropped (each
+idea logged) when the search asks for proposals for a candidate that is neither the plan's parent
+nor one of the candidates built from the plan (beam, tree and evolve searches hop between nodes; the
+plan assumed another kernel). At most one plan per `propose`: a plan whose ideas all fail to
+execute ends that step with what was made.
+
+Per `propose`: critique the parent's and the latest results that have no critique yet, plan if the
+queue is empty, then execute queued ideas in order until n new candidates exist. An answer that
+cannot be used (no code, truncated, the wrong file, unchanged, refused by the static gate) is sent
+back to the model once with the reason; a second failure gives the idea up ("proposal_failed" in the
+run log). Every idea that is dropped unexecuted (already tried, beyond what was asked, a plan for
+another parent, the run ended) leaves an "idea_dropped" event with the reason. Model budget and
+endpoint errors propagate: the search stops cleanly on ModelBudgetExhausted, and ModelError is an
 infrastructure failure.
+
+Resume: a resumed run replays the same calls in the same order (the budget left is part of the
+planner prompt, and it is the same on replay), so every answer comes from the request cache. A
+resume that extends the budget changes that number, so its first planner prompt differs and is
+asked anew.
 
 With `tune=True` (hybrid), the offline tuner's moves (threads, schedule, flags, binding) applied to
 the best evaluated LLM candidate fill part of each batch: the model proposes structure, the tuner
-tunes parameters.
+tunes parameters. A hybrid policy is not sequential (the tuner's share needs a batch).
 """
 
 from __future__ import annotations
@@ -28,7 +51,7 @@ from kernopt.candidate import Candidate
 from kernopt.evaluators import static_check
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.model import Completion, Message, Model
-from kernopt.prompts import knobs, one_line, outcome, render, shared
+from kernopt.prompts import knobs, one_line, outcome, render, render_bounded, shared
 from kernopt.task import AnyTask as Task
 from kernopt.task import Task as CTask
 
@@ -69,7 +92,8 @@ def kinds_for(task: Task) -> list[str]:
 
 def parse_plan(text: str, avoid: set[str], kinds: list[str]) -> tuple[list[Idea], list[str], str]:
     """The planner's answer -> (new ideas in rank order, ideas dropped as already tried, reason when
-    there are no new ideas). Accepts {"ideas": [...]} fenced or bare, items as objects or strings."""
+    there are no new ideas). Accepts {"ideas": [...]} fenced or bare, items as objects or strings.
+    Ideas and rationales are kept whole (only surrounding blanks stripped): they go to the executor."""
     data, reason = extract_json(text, keys=("ideas",))
     if data is None:
         return [], [], reason
@@ -82,14 +106,14 @@ def parse_plan(text: str, avoid: set[str], kinds: list[str]) -> tuple[list[Idea]
             item = {"idea": item}
         if not isinstance(item, dict) or not isinstance(item.get("idea"), str) or not item["idea"].strip():
             continue
-        text_ = one_line(item["idea"], 300)
+        text_ = item["idea"].strip()
         if norm(text_) in taken:
             dropped.append(text_)
             continue
         taken.add(norm(text_))
         kind = str(item.get("kind") or "other").strip().lower()
         rationale = item.get("rationale")
-        ideas.append(Idea(idea=text_, rationale=one_line(rationale, 600) if isinstance(rationale, str) else "",
+        ideas.append(Idea(idea=text_, rationale=rationale.strip() if isinstance(rationale, str) else "",
                           kind=kind if kind in kinds else "other"))
     if not ideas:
         reason = ("every idea was already tried; propose different ones" if dropped
@@ -166,7 +190,8 @@ class LLMPolicy:
     """Planner + executor over one model. See the module docstring."""
 
     def __init__(self, model: Model, critic: Critic | None = None, name: str = "llm", *, tune: bool = False,
-                 tune_k: int = 2, history: int = 8, gamma: float = 1.0, extra_ideas: int = 2, critique_recent: int = 2) -> None:
+                 tune_k: int = 2, history: int = 8, gamma: float = 1.0, extra_ideas: int = 2, critique_recent: int = 2,
+                 max_plan: int = 12, prompt_chars: int = 60_000) -> None:
         self.model = model
         self.critic = critic
         self.name = name
@@ -177,7 +202,12 @@ class LLMPolicy:
         self.gamma = gamma  # discount of the best-so-far reward (prompts.best_so_far)
         self.extra_ideas = extra_ideas  # ideas planned beyond n, for those that fail to execute
         self.critique_recent = critique_recent  # uncritiqued recent results critiqued per step (besides the parent)
+        self.max_plan = max_plan  # ideas asked of one plan at most (the budget left, up to this)
+        self.prompt_chars = prompt_chars  # a prompt longer than this loses its oldest history lines first
+        self.sequential = not tune  # the greedy search evaluates each proposal before asking for the next
         self._given_up: set[str] = set()
+        self._queue: list[Idea] = []  # planned ideas not executed yet, in order
+        self._plan_for: set[str] = set()  # the plan's parent and the candidates built from it
 
     # ------------------------------------------------------------------ propose
     def propose(self, state: SearchState, n: int) -> list[Candidate]:
@@ -188,12 +218,23 @@ class LLMPolicy:
         t = min(self.tune_k, n // 2) if tune_from is not None else 0
         seen = state.seen | {state.parent.id}
         out: list[Candidate] = []
-        for idea in self.plan(state, n - t + self.extra_ideas):
-            if len(out) >= n - t:
-                break
+        if self._queue and state.parent.id not in self._plan_for:
+            self.drop_queue(state, f"the search moved to candidate {state.parent.id}, which this plan was not made for")
+        planned = False
+        while len(out) < n - t:
+            if not self._queue:
+                if planned:
+                    break
+                planned = True
+                self._queue = self.plan(state, self.plan_size(state, n - t))
+                self._plan_for = {state.parent.id}
+                if not self._queue:
+                    break
+            idea = self._queue.pop(0)
             cand = self.execute(state, idea, seen)
             if cand is not None:
                 seen.add(cand.id)
+                self._plan_for.add(cand.id)
                 out.append(cand)
         if tune_from is not None and len(out) < n:
             for cand in hybrid(state, tune_from, n - len(out)):
@@ -201,6 +242,24 @@ class LLMPolicy:
                     seen.add(cand.id)
                     out.append(cand)
         return out
+
+    def plan_size(self, state: SearchState, n: int) -> int:
+        """How many ideas to ask for: the candidates left in the run (a sequence that may fill it), at
+        most max_plan, at least the n wanted now; without a known budget, n plus extra_ideas."""
+        if state.budget_left is None:
+            return n + self.extra_ideas
+        return max(n, min(self.max_plan, state.budget_left))
+
+    def drop_queue(self, state: SearchState, reason: str) -> None:
+        """Forget the queued ideas, each logged as an "idea_dropped" event with the reason."""
+        for idea in self._queue:
+            state.log("idea_dropped", idea=idea.idea, kind=idea.kind, reason=reason)
+        self._queue = []
+        self._plan_for = set()
+
+    def finish(self, state: SearchState, reason: str) -> None:
+        """The search ended: the ideas still queued are logged as dropped, with why it ended."""
+        self.drop_queue(state, f"not executed: {reason}")
 
     def critique_new(self, state: SearchState) -> None:
         """Critique the parent's result and the latest results that have none yet (into state.critiques)."""
@@ -236,9 +295,14 @@ class LLMPolicy:
         parent = state.parent
         result = state.result_of(parent.id)
         return {**shared(state, last=self.history, gamma=self.gamma), "code": parent.files.get(state.task.kernel, ""),
-                "parent": {"id": parent.id, "idea": one_line(parent.idea, 200) or "(no idea given)", "knobs": knobs(parent),
+                "parent": {"id": parent.id, "idea": parent.idea.strip() or "(no idea given)", "knobs": knobs(parent),
                            "outcome": outcome(result) if result else
                            ("the baseline (speedup 1.00 by definition)" if parent.id == state.baseline.id else "not evaluated")}}
+
+    def render_bounded(self, name: str, common: dict[str, Any], **variables: Any) -> str:
+        """Render a role's prompt within `prompt_chars`: texts passed between roles (ideas, critiques,
+        the source) are never cut; the oldest history lines go first until the prompt fits."""
+        return render_bounded(name, self.prompt_chars, common, **variables)
 
     def _converse(self, prompt: str, role: str, expected: str,
                   parse: Callable[[Completion], tuple[T | None, str]]) -> tuple[T | None, str, int]:
@@ -264,7 +328,7 @@ class LLMPolicy:
         out: dict[str, str] = {}
         for c, _ in state.history:
             if c.idea.strip():
-                out.setdefault(norm(c.idea), one_line(c.idea, 200))
+                out.setdefault(norm(c.idea), c.idea.strip())
         for idea in sorted(self._given_up):
             out.setdefault(idea, idea)
         return list(out.values())
@@ -276,8 +340,9 @@ class LLMPolicy:
         avoid_norm = {norm(a) for a in avoid}
         kinds = kinds_for(state.task)
         critique = self._latest_critique(state)
-        prompt = render("planner", **self._vars(state), critique=critique.model_dump() if critique else None,
-                        avoid=avoid[-40:], kinds=kinds, max_ideas=k)
+        prompt = self.render_bounded("planner", self._vars(state), critique=critique.model_dump() if critique else None,
+                                     avoid=avoid[-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
+                                     stacking=self.sequential)
         dropped: list[str] = []
 
         def parse(answer: Completion) -> tuple[list[Idea] | None, str]:
@@ -292,11 +357,15 @@ class LLMPolicy:
         ideas = got or []
         source = "planner"
         if not ideas and critique is not None:
-            ideas = [Idea(idea=one_line(i, 300), rationale="suggested by the critique", kind="other")
+            ideas = [Idea(idea=i.strip(), rationale="suggested by the critique", kind="other")
                      for i in dict.fromkeys(critique.next_ideas) if norm(i) not in avoid_norm]
             source = "critique"
         state.log("plan", parent=state.parent.id, source=source, ideas=[i.model_dump() for i in ideas[:k]],
-                  dropped=dropped, reason=reason if not ideas else "")
+                  dropped=dropped, reason=reason if not ideas else "", asked=k, budget_left=state.budget_left)
+        for text in dropped:
+            state.log("idea_dropped", idea=text, kind="", reason="already tried in this run")
+        for idea in ideas[k:]:
+            state.log("idea_dropped", idea=idea.idea, kind=idea.kind, reason=f"beyond the {k} ideas asked for")
         return ideas[:k]
 
     # ------------------------------------------------------------------ executor
@@ -305,8 +374,8 @@ class LLMPolicy:
         task = state.task
         allowed = allowed_knobs(task, state.cores)
         critique = state.critiques.get(state.parent.id)
-        prompt = render("executor", **self._vars(state), critique=critique.model_dump() if critique else None,
-                        idea=idea.model_dump(), allowed=allowed)
+        prompt = self.render_bounded("executor", self._vars(state), critique=critique.model_dump() if critique else None,
+                                     idea=idea.model_dump(), allowed=allowed)
         expected = (f"the complete {task.kernel} in one fenced block (```{task.language} {task.kernel}), then, only "
                     f"if knobs change, one ```json block of knobs")
         dropped: list[str] = []
@@ -322,6 +391,7 @@ class LLMPolicy:
                       attempts=attempts, knobs_dropped=dropped)
             return cand
         state.log("proposal_failed", idea=idea.idea, reason=reason)
+        state.log("idea_dropped", idea=idea.idea, kind=idea.kind, reason=f"the executor's answers could not be used: {reason}")
         self._given_up.add(norm(idea.idea))
         return None
 

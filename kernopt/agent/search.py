@@ -83,6 +83,9 @@ class _Base:
         except ModelBudgetExhausted as e:
             self.stop_reason = f"model budget used: {e}" if str(e) else "model budget used"
             self.hooks.on_message(self.stop_reason)
+        finish = getattr(self.policy, "finish", None)
+        if finish is not None:  # e.g. the LLM policy logs the planned ideas it never got to
+            finish(state, self.stop_reason or "the search ended")
         return self.best
 
     def _search(self, state: SearchState) -> None:
@@ -114,6 +117,7 @@ class _Base:
         if self.value is None:  # every proposal would be evaluated: never pay for more than can be
             n = min(n, self.config.max_candidates - self.used)
         state.parent = parent
+        state.budget_left = self.config.max_candidates - self.used
         seen = state.seen
         fresh: dict[str, Candidate] = {}
         for c in self.policy.propose(state, n):
@@ -149,9 +153,17 @@ class _Base:
 
 
 class GreedySearch(_Base):
-    """Greedy refinement: propose edits of the best so far; move to a new best as soon as one appears."""
+    """Greedy refinement: propose edits of the best so far; move to a new best as soon as one appears.
+
+    With a sequential policy (`policy.sequential`, e.g. the LLM policy) and no value model, each
+    proposal is asked for alone and evaluated before the next is asked for, against the best so far
+    at that moment: a win is stacked on by the next proposal. A round is then `batch` such steps,
+    and `patience` counts rounds without a new best, as in the batched form."""
 
     def _search(self, state: SearchState) -> None:
+        if getattr(self.policy, "sequential", False) and self.value is None:
+            self._search_sequential(state)
+            return
         stalled = 0
         while stalled < self.config.patience:
             proposals = self.rank(state, self.propose(state, state.parent, self.config.batch))
@@ -166,6 +178,22 @@ class GreedySearch(_Base):
                 stalled = 0
             else:
                 stalled += 1
+        self.hooks.on_message(f"no improvement in {self.config.patience} rounds; stopping")
+
+    def _search_sequential(self, state: SearchState) -> None:
+        stalled = 0
+        while stalled < self.config.patience:
+            improved = False
+            for _ in range(self.config.batch):
+                proposals = self.propose(state, state.parent, 1)
+                if not proposals:
+                    self.hooks.on_message("the policy has no new proposals")
+                    return
+                for c in proposals:
+                    if self.evaluate(state, c) and self.best is not None:
+                        improved = True
+                        state.parent = self.best[0]
+            stalled = 0 if improved else stalled + 1
         self.hooks.on_message(f"no improvement in {self.config.patience} rounds; stopping")
 
 

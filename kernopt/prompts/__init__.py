@@ -39,6 +39,19 @@ def render(name: str, **variables: Any) -> str:
     return _env().get_template(f"{name}.j2").render(**variables).strip() + "\n"
 
 
+def render_bounded(name: str, limit: int, common: dict[str, Any], **variables: Any) -> str:
+    """Render `name` with `common` (shared() and the like) and `variables`, at most `limit` characters
+    when that can be had by leaving out history lines, oldest first: the whole prompt is bounded, no
+    text passed between roles (ideas, critiques, the source) is cut. A prompt still too long with no
+    history left is returned as it is (the model's context limit is the last bound)."""
+    history = list(common.get("history", []))
+    while True:
+        text = render(name, **{**common, "history": history}, **variables)
+        if len(text) <= limit or not history:
+            return text
+        history = history[1:]
+
+
 def clip(text: str, limit: int) -> str:
     """At most `limit` characters: the head and the tail, with what was cut said in the middle."""
     text = text.strip()
@@ -47,6 +60,11 @@ def clip(text: str, limit: int) -> str:
     head = limit * 2 // 3
     tail = limit - head
     return f"{text[:head]}\n[... {len(text) - limit} characters cut ...]\n{text[-tail:]}"
+
+
+def flat(text: str) -> str:
+    """The text on one line (runs of blanks and line breaks made one space), never cut."""
+    return " ".join(text.split())
 
 
 def one_line(text: str, limit: int = 200) -> str:
@@ -66,9 +84,26 @@ def outcome(result: EvalResult | None) -> str:
     """One line: the speedup with its interval and verdict, or why it failed."""
     if result is None:
         return "not evaluated"
+    flags = f" [flags: {', '.join(result.flags)}]" if result.flags else ""
     if result.status == "ok" and result.timing is not None:
-        return result.timing.describe()
-    return f"{result.status}: {one_line(result.reason, 240)}" if result.reason else result.status
+        return result.timing.describe() + flags
+    return (f"{result.status}: {one_line(result.reason, 240)}" if result.reason else result.status) + flags
+
+
+def legend(results: list[EvalResult]) -> list[str]:
+    """"word: what it means" for every status, race verdict, significance verdict and flag that the
+    given results carry, each once (kernopt.verdicts), so a prompt explains what it shows."""
+    from kernopt.verdicts import explained
+
+    words: dict[str, None] = {}
+    for r in results:
+        words[r.status] = None
+        if r.verification.race_check not in ("not_run",):
+            words[r.verification.race_check] = None
+        if r.status == "ok" and r.timing is not None:
+            words["significant" if r.timing.significant else "not significant"] = None
+        words.update(dict.fromkeys(r.flags))
+    return explained(list(words))
 
 
 def knobs(candidate: Candidate) -> dict[str, Any]:
@@ -109,7 +144,10 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
               (timing defaults), verify_threads / verify_ranks, fast_math_allowed, timing_size, check_sizes;
               torch family: target, cores, gpu, timing_shape, check_shapes, random_vars, tolerances
     history:  the last `last` evaluated candidates, oldest first: id, parent, idea, author, status,
-              outcome (speedup with interval, or the failure reason), critique (a diagnosis or "")
+              outcome (speedup with interval, or the failure reason; flags), critique (a diagnosis or ""),
+              ideas and diagnoses whole (see render_bounded for the bound on a whole prompt)
+    legend:   "word: meaning" for each status, race verdict, significance verdict and flag the history
+              and the parent's result carry (kernopt.verdicts)
     best:     best_so_far(history, gamma): reward, speedup, id, idea, gamma
     """
     task = state.task
@@ -132,11 +170,13 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
             "check_sizes": list(task.sizes.check),
         }
     history = []
+    shown = [res for _, res in state.history[-last:]] if last > 0 else []
+    parent_result = state.result_of(state.parent.id)
     for cand, res in state.history[-last:] if last > 0 else []:
         crit = state.critiques.get(cand.id)
-        history.append({"id": cand.id, "parent": cand.parent, "idea": one_line(cand.idea, 160) or "(no idea given)",
+        history.append({"id": cand.id, "parent": cand.parent, "idea": flat(cand.idea) or "(no idea given)",
                         "author": cand.author, "status": res.status, "outcome": outcome(res),
-                        "critique": one_line(crit.diagnosis, 200) if crit else ""})
+                        "critique": flat(crit.diagnosis) if crit else ""})
     return {
         "task": {"name": task.name, "target": task.target, "description": task.description.strip(),
                  "kernel": task.kernel, "signature": task.signature, "functions": list(task.functions),
@@ -145,4 +185,5 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
         "hardware": hardware,
         "history": history,
         "best": best_so_far(state.history, gamma),
+        "legend": legend([*shown, *([parent_result] if parent_result is not None else [])]),
     }

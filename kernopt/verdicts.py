@@ -1,0 +1,58 @@
+"""One-line explanations of every flag and verdict an evaluation can carry, in one place, so the
+prompts (critic, planner, executor), the progress display and the report can say what each means and
+what it implies, in the same words. `explain(word)` looks one up; unknown words explain as ""."""
+
+from __future__ import annotations
+
+# EvalResult.flags
+FLAGS: dict[str, str] = {
+    "implausible_speedup": "above the plausible bound (eval.plausible_max_speedup): re-measured in a fresh sandbox "
+                           "before it counts; a real large win survives that, a timing artefact does not",
+    "timing_inconsistent": "the kernel times the monitor measured do not add up to the process wall clock, so it is "
+                           "not counted as faster (interference, or a kernel that works outside the timed call)",
+    "no_gpu_timing": "no GPU here: verified with the Triton interpreter or only compiled, never timed, so no speedup "
+                     "is reported",
+}
+
+# TimingStats.significant, as worded in prompts and summaries
+SIGNIFICANCE: dict[str, str] = {
+    "significant": "the whole 95% interval and the paired per-round bound are above 1 and the rank test agrees "
+                   "(p < 0.01): the speedup is proven and counts",
+    "not significant": "the 95% interval or the paired per-round bound reaches 1 (or p >= 0.01, or the timing is "
+                       "inconsistent), so the speedup is not proven and does not count",
+}
+
+# Verification.race_check
+RACE: dict[str, str] = {
+    "clean": "the race detector ran the kernel at every checked thread count and found no data race",
+    "race": "the race detector found a data race: the candidate is rejected",
+    "unavailable": "the race detector could not run on this kernel (it crashed or was refused), so the candidate "
+                   "is rejected: it cannot be shown race-free",
+    "skipped": "the kernel makes no OpenMP runtime calls: there is nothing to race-check",
+    "off": "the race check was turned off by the user or the task: races are not detected",
+    "not_run": "the evaluation stopped before the race check",
+}
+
+# EvalResult.status
+STATUS: dict[str, str] = {
+    "ok": "built, verified against the reference and timed",
+    "unverified": "built but not run: the target's hardware is not here; never counts as a speedup",
+    "compile_error": "the compiler rejected it",
+    "runtime_error": "it crashed or exited with an error while being verified or timed",
+    "timeout": "it ran past the time limit",
+    "wrong_answer": "its outputs differ from the reference beyond the tolerances (or it changed its inputs)",
+    "rejected": "a gate refused it (static rules, sanitizer or race check) before or instead of timing",
+    "infra_error": "the evaluation itself failed (sandbox or machine), not the candidate",
+}
+
+ALL: dict[str, str] = {**STATUS, **RACE, **SIGNIFICANCE, **FLAGS}
+
+
+def explain(word: str) -> str:
+    """The one-line explanation of a flag, verdict or status ("" when unknown)."""
+    return ALL.get(word, "")
+
+
+def explained(words: list[str]) -> list[str]:
+    """Each word with its explanation: ["implausible_speedup: above the plausible bound ...", ...]."""
+    return [f"{w}: {explain(w)}" if explain(w) else w for w in words]

@@ -340,11 +340,15 @@ def test_output_file_replaced_by_a_link_to_a_host_file(tmp_path: Path, planted: 
     file of the right size: the host refuses links and checks the monitor's keyed hash, and says so
     without the file's content."""
     layout: list[dict[str, object]] = [{"name": "c", "dtype": 4, "role": 1, "count": len(planted.file)}]
-    (tmp_path / "o_0.bin").symlink_to(SENTINEL_FILE)
-    os.link(SENTINEL_FILE, tmp_path / "o_1.bin")
+    host_file = tmp_path / "host-secret"  # a file of this test's own (the shared sentinel may go with another session)
+    host_file.write_text(planted.file)
+    run_dir = tmp_path / "run"
+    run_dir.mkdir()
+    (run_dir / "o_0.bin").symlink_to(host_file)
+    os.link(host_file, run_dir / "o_1.bin")
     for i in (0, 1):
         call = Call(n=1, seed=1, time=0.0, warmup=False, mutated=None, file=f"o_{i}.bin", nbytes=len(planted.file),
                     key=123, digest=456)
         with pytest.raises(ReportError) as e:
-            load_outputs(tmp_path, call, layout)
+            load_outputs(run_dir, call, layout)
         assert planted.file[:8] not in str(e.value)

@@ -35,6 +35,9 @@ BUILTIN_CPU = sorted(p.parent for suite in ("openmp", "mpi") for p in (REPO / "t
     ("1.5e3 * n", {"n": 2}, 3000.0),
     ("0", {"n": 7}, 0.0),
     ("  n  ", {"n": 4}, 4.0),
+    ("ceil(n/8)*8", {"n": 17}, 24.0),  # issue 19: a blocked loop's trip count
+    ("floor(n/2) * (floor(n/2) + 1) / 2", {"n": 7}, 6.0),
+    ("min(n, 64) + max(n - 64, 0, 1)", {"n": 100}, 100.0),
 ])
 def test_formulas_evaluate(text: str, values: dict[str, float], want: float) -> None:
     assert evaluate(text, values) == pytest.approx(want)
@@ -45,6 +48,12 @@ def test_formulas_evaluate(text: str, values: dict[str, float], want: float) -> 
     ("n.real", "is not allowed"),
     ("(lambda: 1)()", "is not allowed"),
     ("abs(n)", "is not allowed"),
+    ("ceil", "unknown name 'ceil'"),
+    ("ceil(n, 2)", "ceil() takes 1 argument(s)"),
+    ("min(n)", "min() takes 2-8 argument(s)"),
+    ("max(*[n, 1])", "takes 2-8 argument(s)"),
+    ("floor(x=n)", "is not allowed"),
+    ("n.ceil(2)", "is not allowed"),
     ("n if n else 1", "is not allowed"),
     ("[n]", "is not allowed"),
     ("'n'", "is not allowed"),

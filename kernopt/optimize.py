@@ -104,7 +104,7 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     try:
         base = baseline_candidate(task)
         state = SearchState(task=task, baseline=base, parent=base, seed=config.search.seed, cores=int(sandbox.cpus),
-                            log=store.append)
+                            log=store.append, profile=profile)
         search = get_search(config.search, policy, evaluate, hooks, value=value)
         best = search.run(state)
         final: EvalResult | None = None

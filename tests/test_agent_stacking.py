@@ -214,3 +214,38 @@ def idea_of(messages: list[Any]) -> str:
     assert m
     return m.group(1).lower()
 
+
+
+# ---------------------------------------------------------------------------------------- item 2: context
+def profile(bandwidth: dict[int, float], peak: dict[int, float]) -> Any:
+    from kernopt.hw.probe import HardwareProfile, HostFingerprint
+
+    fp = HostFingerprint(cpu_model="test cpu", cores=2, memory_mb=4096, kernel="6.0", sandbox="local", compiler="gcc 12")
+    return HardwareProfile(fingerprint=fp, bandwidth_gbps=bandwidth, peak_gflops=peak, llc_bytes=1 << 25, array_bytes=1 << 27,
+                           reps=3, vector_bits=512, measured_at="2026-11-25T17:00:00Z", probe_s=3.0)
+
+
+def test_planner_and_executor_get_the_machine_tolerances_gates_and_knobs(task: Task) -> None:
+    from kernopt.agent.context import cpu
+
+    state, _ = state_for(task)
+    state.profile = profile({1: 12.5, 2: 20.0}, {1: 30.0, 2: 60.0})
+    model = FakeModel(planner=[PLAN3], executor=[f"```c kernel.c\n{PARALLEL}```"])
+    LLMPolicy(model).propose(state, 1)
+    for role, messages in model.calls:
+        prompt = messages[0]["content"]
+        assert "measured memory bandwidth (STREAM triad): 12.5 GB/s at 1 thread, 20.0 GB/s at 2 threads" in prompt, role
+        assert "measured FP64 peak (FMA, 512-bit vectors): 30.0 GFLOP/s at 1 thread, 60.0 GFLOP/s at 2 threads" in prompt
+        assert "the profile looks undisturbed" in prompt
+        assert "rtol 1e-09, atol 1e-12 elementwise" in prompt and "fast-math: not allowed" in prompt
+        assert "sched_yield" in prompt and "refused calls:" in prompt and "pthread_create" in prompt
+        if cpu()["isa"]:
+            assert "vector ISA: " in prompt
+        if cpu()["caches"]:
+            assert "caches (per cpu0): L1d" in prompt
+    planner = model.calls[0][1][0]["content"]
+    assert "Knobs an idea may set besides the code: cflags from -O2 -O3" in planner and "threads 1/2;" in planner
+    state.profile = profile({1: 12.5, 2: 6.0}, {1: 30.0, 2: 60.0})  # more threads, less bandwidth: measured while busy
+    model = FakeModel(planner=[PLAN3], executor=[f"```c kernel.c\n{PARALLEL}```"])
+    LLMPolicy(model).plan(state, 2)
+    assert "this profile looks disturbed (more threads gave less bandwidth)" in model.calls[0][1][0]["content"]

@@ -76,5 +76,5 @@ def test_critic_sees_resources_and_device() -> None:
     r = EvalResult(candidate_id="x", status="unverified", reason="compiled for sm_90; no GPU here",
                    resources=[KernelResources(name="saxpy_kernel", arch="sm_90", registers=40, spill_stores=8, spill_loads=8)])
     prompt = render("critic", **shared(state), code=state.task.baseline_source(),
-                    candidate={"id": "x", "idea": "i", "parent": None, "author": "user", "knobs": {}}, diff="", result=result_vars(r))
+                    candidate={"id": "x", "idea": "i", "parent": None, "author": "user", "knobs": {}}, diff="", diff_note="", result=result_vars(r))
     assert "saxpy_kernel: 40 registers, spills 8/8 B" in prompt and "unverified" in prompt

@@ -207,7 +207,7 @@ def test_critic_sees_the_roofline() -> None:
     r = EvalResult(candidate_id=cand.id, status="ok", timing=_timing(threads=2), roofline=roofline(2e9, 1e8, 0.25, PROFILE, 2))
     v = result_vars(r)
     assert v["roofline"]["line"] == r.roofline.describe() and v["roofline"]["baseline_fraction"] == pytest.approx(0.02)
-    text = render("critic", **shared(state), code=task.baseline_source(), diff="", result=v,
+    text = render("critic", **shared(state), code=task.baseline_source(), diff="", diff_note="", result=v,
                   candidate={"id": cand.id, "idea": "same", "parent": None, "author": "llm", "knobs": knobs(cand)})
     assert "compute-bound, 8.0% of the bound (peak 100 GFLOP/s at 2 threads)" in text
     assert "the baseline reaches 2.0% of the same bound" in text and "machine balance of 6.25 flop/byte" in text

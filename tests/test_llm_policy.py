@@ -506,7 +506,8 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
     from kernopt.prompts import knobs, shared
 
     return {
-        "planner": {**common, "critique": crit, "avoid": ["a"], "kinds": ["tiling"], "max_ideas": 3, "budget_left": 5, "stacking": True},
+        "planner": {**common, "critique": crit, "avoid": ["a"], "kinds": ["tiling"], "max_ideas": 3, "budget_left": 5, "stacking": True,
+                    "allowed": allowed_knobs(task, 2)},
         "executor": {**common, "critique": crit, "idea": {"idea": "i", "rationale": "r", "kind": "tiling"},
                      "allowed": allowed_knobs(task, 2)},
         "critic": {**shared(state), "code": PARALLEL, "diff": "", "diff_note": "", "result": result_vars(state.history[0][1]),

@@ -5,7 +5,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Protocol
+from typing import Any, Protocol
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -25,6 +25,7 @@ class SearchState:
     cores: int = 2
     seed: int = 0
     critiques: dict[str, Critique] = field(default_factory=dict, metadata={"doc": "By candidate id, once made."})
+    profile: Any = field(default=None, metadata={"doc": "The host's measured roofs (kernopt.hw.probe.HardwareProfile) or None."})
     budget_left: int | None = field(default=None, metadata={"doc": "Candidate evaluations left in the run (set by the search)."})
     # The run log: log(event_type, **fields) appends one event (prompts, critiques, scores). A no-op by default.
     log: Callable[..., None] = field(default=lambda *_a, **_k: None, repr=False)

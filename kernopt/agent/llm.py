@@ -342,7 +342,7 @@ class LLMPolicy:
         critique = self._latest_critique(state)
         prompt = self.render_bounded("planner", self._vars(state), critique=critique.model_dump() if critique else None,
                                      avoid=avoid[-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
-                                     stacking=self.sequential)
+                                     stacking=self.sequential, allowed=allowed_knobs(state.task, state.cores))
         dropped: list[str] = []
 
         def parse(answer: Completion) -> tuple[list[Idea] | None, str]:

@@ -141,7 +141,8 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
     task:     name, target, description, kernel (the editable file), signature, functions, language,
               family ("c" or "torch"), reference (torch family: reference.py's text)
     hardware: C family: target, cores, gpu, compiler, cflags (every object's), ldflags, threads / ranks
-              (timing defaults), verify_threads / verify_ranks, fast_math_allowed, timing_size, check_sizes;
+              (timing defaults), verify_threads / verify_ranks, fast_math_allowed, timing_size, check_sizes,
+              machine (CPU, ISA, caches, measured roofs: lines), tolerance (one line), gates (what is refused: lines);
               torch family: target, cores, gpu, timing_shape, check_shapes, random_vars, tolerances
     history:  the last `last` evaluated candidates, oldest first: id, parent, idea, author, status,
               outcome (speedup with interval, or the failure reason; flags), critique (a diagnosis or ""),
@@ -157,8 +158,11 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
             "timing_shape": task.shapes.timing or "reference.py's own values",
             "check_shapes": [dict(s) for s in task.shapes.check], "random_vars": sorted(task.shapes.random),
             "tolerances": {k: f"rtol {t.rtol:g}, atol {t.atol:g}" for k, t in task.verify.tolerances.items()},
+            "gates": [],  # the torch family's rules are in the executor's Rules
         }
     else:
+        from kernopt.agent.context import gate_lines, machine_lines, tolerance_line
+
         base_flags = [*task.build.cflags, *(["-fopenmp"] if task.uses_openmp else [])]
         hardware = {
             "target": task.target, "cores": state.cores, "gpu": task.uses_gpu, "compiler": task.compiler, "cflags": base_flags,
@@ -168,6 +172,8 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0) -> dict[str
             "verify_ranks": list(task.verify.ranks) if task.uses_mpi else [],
             "fast_math_allowed": task.verify.allow_fast_math, "timing_size": task.sizes.timing,
             "check_sizes": list(task.sizes.check),
+            "machine": [] if task.uses_gpu else machine_lines(state.profile, state.cores),
+            "tolerance": tolerance_line(task), "gates": gate_lines(task),
         }
     history = []
     shown = [res for _, res in state.history[-last:]] if last > 0 else []

@@ -41,7 +41,7 @@ MUTATIONS = [
     Mutation("significant_needs_consistent", "kernopt/evaluators/result.py", "\n                and self.consistent)", ")",
              ("tests/test_guards.py::test_inconsistent_timing_is_never_significant",)),
     Mutation("norm_bound_atol_floor", C + "compare.py",
-             "norm_err * ref_norm > tol.norm_rtol * ref_norm + tol.atol * np.sqrt(r64.size)", "True",
+             "norm_err * ref_norm > norm_rtol * ref_norm + atol * np.sqrt(r64.size)", "True",
              ("tests/test_guards.py::test_norm_bound_has_the_atol_floor",)),
     Mutation("bootstrap_resamples_processes", "kernopt/evaluators/stats.py",
              "return _resampled_medians(_groups(baseline), rng, resamples) / _resampled_medians(_groups(candidate), rng, resamples)",
@@ -63,6 +63,10 @@ MUTATIONS = [
     Mutation("seccomp_clone_threads_only", C + "c/seccomp.h", "CLONE_THREAD, 0, 1), KO_RET(KO_ALLOW), KO_RET(KO_KILL));",
              "CLONE_THREAD, 0, 1), KO_RET(KO_ALLOW), KO_RET(KO_ALLOW));",
              ("tests/test_redteam.py::test_attack[rd1_libc_shell-local]",)),
+    # issue 19: verify.scratch lets a task's named inputs change, and no others
+    Mutation("scratch_only_named_inputs", C + "evaluator.py",
+             'if m and m not in self.task.verify.scratch]', 'if m and m not in self.task.verify.scratch and False]',
+             ("tests/test_task.py::test_scratch_inputs_may_be_overwritten_and_no_others",)),
 ]
 
 

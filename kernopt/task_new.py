@@ -453,6 +453,10 @@ def harness_source(plan: Plan) -> str:
         lo, hi = b.fill
         lo_c = lo if (b.floating and _is_float(lo)) else cexpr(lo, size_names)
         hi_c = hi if (b.floating and _is_float(hi)) else cexpr(hi, size_names)
+        if b.ctype == "double":  # the vectorized fill (kernopt.h), from a seed of its own per buffer
+            lines.append(f"    ko_fill_uniform({c}, (long)ko_count({cexpr(b.size, size_names)}), ko_rng_next(&s), "
+                         f"(double)({lo_c}), (double)({hi_c}));")
+            continue
         lines.append(f"    for (size_t i = 0, count = ko_count({cexpr(b.size, size_names)}); i < count; i++)")
         if b.floating:
             lines.append(f"        {c}[i] = ({b.ctype})ko_rng_uniform(&s, (double)({lo_c}), (double)({hi_c}));")

@@ -151,7 +151,7 @@ def test_scratch_role_declares_an_input_the_kernel_may_overwrite(tmp_path: Path)
     toml = _checked(p.returncode, p.stdout, p.stderr, task)
     assert toml["verify"]["scratch"] == ["w"]  # type: ignore[index]
     harness = (task / "harness.c").read_text()
-    assert '"w", KO_F64, KO_IN' in harness and "ko_v_w[i] = " in harness  # filled before every call
+    assert '"w", KO_F64, KO_IN' in harness and "ko_fill_uniform(ko_v_w, " in harness  # filled before every call
     with pytest.raises(TaskError, match="no buffer is an output"):
         plan = parse_kernel(src.read_text(), "sc")
         configure(plan, [], [], ["out=in", "w=scratch"], [], None)

@@ -58,6 +58,32 @@ static inline double ko_rng_uniform(uint64_t *s, double lo, double hi) {
     return lo + (hi - lo) * (double)(ko_rng_next(s) >> 11) * (1.0 / 9007199254740992.0);
 }
 
+/* Fill p[0..count) with doubles uniform in [lo, hi) from seed: element i depends on (seed, i) alone (splitmix64
+ * of the i-th counter, 52 mantissa bits), so the loop vectorizes. With gcc on x86-64 it is built for AVX-512,
+ * AVX2 and plain x86-64 and the best is picked at load time (function multi-versioning), without FMA
+ * contraction, so every CPU gets the same values. About 3x faster than a ko_rng_uniform loop on the
+ * development VM (0.39 against 1.1 ns per element, bench/fill_speed.py): large inputs are filled before every
+ * call, outside the timed window, and this is most of an evaluation's time for memory-bound tasks. */
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && !defined(__CUDACC__)
+__attribute__((target_clones("arch=x86-64-v4", "arch=x86-64-v3", "default"), optimize("fp-contract=off")))
+#endif
+static inline void ko_fill_uniform(double *__restrict p, long count, uint64_t seed, double lo, double hi) {
+#ifdef __clang__
+#pragma clang fp contract(off)
+#endif
+    const double w = hi - lo;
+    for (long i = 0; i < count; i++) {
+        uint64_t z = seed + (uint64_t)(i + 1) * 0x9E3779B97F4A7C15ULL;
+        z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ULL;
+        z = (z ^ (z >> 27)) * 0x94D049BB133111EBULL;
+        z ^= z >> 31;
+        uint64_t bits = (z >> 12) | 0x3FF0000000000000ULL; /* a double in [1, 2) */
+        double d;
+        __builtin_memcpy(&d, &bits, sizeof d);
+        p[i] = lo + w * (d - 1.0);
+    }
+}
+
 #ifdef __CUDACC__
 /* For GPU harnesses: fail the run (exit code 4, message on stderr) when a CUDA call fails. */
 #include <stdio.h>

@@ -105,6 +105,8 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         base = baseline_candidate(task)
         state = SearchState(task=task, baseline=base, parent=base, seed=config.search.seed, cores=int(sandbox.cpus),
                             log=store.append, profile=profile)
+        if config.policy == "llm":  # the first plan's parent is the baseline, which is never evaluated
+            state.baseline_report = baseline_report(evaluator)
         search = get_search(config.search, policy, evaluate, hooks, value=value)
         best = search.run(state)
         final: EvalResult | None = None
@@ -128,6 +130,19 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         evaluator.close()
 
 
+def baseline_report(evaluator: Any) -> str | None:
+    """The baseline's compiler report from an evaluator that makes one (C family), else None. A baseline that
+    does not build is reported by the first evaluation, as before, not here."""
+    make = getattr(evaluator, "baseline_compiler_report", None)
+    if make is None:
+        return None
+    try:
+        report = make()
+    except Exception:  # noqa: BLE001 - advice only: the evaluation that follows reports any real failure
+        return None
+    return report if isinstance(report, str) else None
+
+
 def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[tuple[Candidate, EvalResult]],
                  best: tuple[Candidate, EvalResult] | None, final: EvalResult | None, elapsed: float) -> dict[str, Any]:
     counts = collections.Counter(r.status for _, r in history)
@@ -141,6 +156,7 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         # The race check's verdicts (OpenMP candidates); "off": the user turned it off, and every result says `off`.
         "race_check": "on" if config.eval.race_check else "off",
         "race_checks": dict(collections.Counter(r.verification.race_check for _, r in history if r.verification.race_check != "not_run")),
+        "flags": dict(collections.Counter(f for _, r in history for f in r.flags)),  # review flags, counted over candidates
     }
     if best is not None and final is not None:
         c, r = best

@@ -29,6 +29,7 @@ from kernopt.estimate import bench_eta_s, eta_s, fmt_duration
 from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent
 from kernopt.model import Spend
 from kernopt.runs import RunStore
+from kernopt.verdicts import explain, legend, shown
 
 if TYPE_CHECKING:
     from kernopt.hw.probe import HardwareProfile
@@ -124,6 +125,7 @@ class ProgressHooks(Hooks):
         self.prior_s: float | None = None  # the up-front estimate per candidate, until one has finished
         self.done = 0
         self._current: tuple[str, float] | None = None  # (candidate id, when its evaluation started)
+        self.explained: set[str] = set()  # flags whose meaning a progress line already gave (once per run)
 
     def eta(self, now: float | None = None) -> float | None:
         """Seconds left in the run (estimate.eta_s), None when nothing is known yet."""
@@ -168,12 +170,16 @@ class ProgressHooks(Hooks):
             self.best = f"{best[1].speedup:.2f}x"
         style = status_style(result)
         tag = " (from log)" if cached else f" {sum(result.phase_s.values()):.1f}s"
-        tag += fmt_race(result.verification.race_check)
+        tag += fmt_race(result.verification.race_check) + (f" · flags {', '.join(result.flags)}" if result.flags else "")
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
         detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
         # ideas and reasons come from models and compilers: "a[i]" is text, not markup
         self.console.print(f"  {candidate.id} [{style}]{fmt_status(result):<15}[/] {escape(detail[:110])}{mark}"
                            f"[dim]{tag} — {escape(candidate.idea[:80])}[/]", highlight=False, soft_wrap=True)
+        for flag in result.flags:  # each flag's meaning under the first line that shows it
+            if flag not in self.explained and explain(flag):
+                self.explained.add(flag)
+                self.console.print(f"[dim]      {escape(flag)}: {escape(explain(flag))}[/]", highlight=False, soft_wrap=True)
         self.progress.update(self.task_id, advance=1, description=self._describe())
 
     def on_message(self, text: str) -> None:
@@ -213,7 +219,28 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         console.print(f"model spend: {fmt_spend(Spend.model_validate(s['spend']))}", highlight=False)
     if s.get("stopped_by"):
         console.print(f"stopped by: {escape(str(s['stopped_by']))}", highlight=False)
+    for line in summary_legend(s):
+        console.print(line, highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir}", highlight=False)
+
+
+def summary_legend(s: dict[str, Any]) -> list[str]:
+    """The end-of-run summary's flags (counted) and a legend: one line for each status, race verdict,
+    significance verdict and flag the summary shows, once (kernopt.verdicts)."""
+    flags = dict(s.get("flags") or {})
+    for f in s.get("best_flags") or []:
+        flags.setdefault(f, 0)
+    lines = [f"flags: {escape(', '.join(f'{k} {v}' if v else k for k, v in sorted(flags.items())))}"] if flags else []
+    words = list(s.get("statuses") or {})
+    if s.get("race_check") != "off":
+        words += list(s.get("race_checks") or {})
+    if s.get("best_candidate"):
+        words.append("significant" if s.get("best_significant") else "not significant")
+    meanings = legend([*words, *sorted(flags)])
+    if meanings:
+        lines.append("[dim]what these mean:[/]")
+        lines += [f"[dim]  {escape(m)}[/]" for m in meanings]
+    return lines
 
 
 def print_eval(console: Console, task: str, r: EvalResult) -> None:
@@ -243,6 +270,15 @@ def print_eval(console: Console, task: str, r: EvalResult) -> None:
         console.print(f"  flags: {', '.join(r.flags)}")
     if r.log and r.status != "ok":
         console.print(r.log[-2000:], markup=False, highlight=False)
+    if r.compiler_report:  # compiler output about the candidate's source: text, not markup
+        console.print("  compiler report (gcc):", highlight=False)
+        console.print("\n".join(f"    {ln}" for ln in r.compiler_report.splitlines()), markup=False, highlight=False)
+    words = shown(r) if v.sizes or v.shapes or r.timing else [r.status, *r.flags]  # what the lines above show
+    meanings = legend(words)
+    if meanings:
+        console.print("  [dim]what these mean:[/]", highlight=False)
+        for m in meanings:
+            console.print(f"  [dim]  {escape(m)}[/]", highlight=False, soft_wrap=True)
 
 
 def print_profile(console: Console, prof: HardwareProfile, path: Path, cached: bool) -> None:

@@ -4,6 +4,12 @@ what it implies, in the same words. `explain(word)` looks one up; unknown words 
 
 from __future__ import annotations
 
+from collections.abc import Iterable
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from kernopt.evaluators.result import EvalResult
+
 # EvalResult.flags
 FLAGS: dict[str, str] = {
     "implausible_speedup": "above the plausible bound (eval.plausible_max_speedup): re-measured in a fresh sandbox "
@@ -12,6 +18,10 @@ FLAGS: dict[str, str] = {
                            "not counted as faster (interference, or a kernel that works outside the timed call)",
     "no_gpu_timing": "no GPU here: verified with the Triton interpreter or only compiled, never timed, so no speedup "
                      "is reported",
+    "rechecked": "the first timing looked too good or inconsistent, so it was timed again with more rounds in fresh "
+                 "processes; the figures shown are that second measurement's",
+    "machine_busy": "too many timing rounds were disturbed by other work on the machine: not counted as faster; "
+                    "time it again when the machine is quieter",
 }
 
 # TimingStats.significant, as worded in prompts and summaries
@@ -51,6 +61,22 @@ ALL: dict[str, str] = {**STATUS, **RACE, **SIGNIFICANCE, **FLAGS}
 def explain(word: str) -> str:
     """The one-line explanation of a flag, verdict or status ("" when unknown)."""
     return ALL.get(word, "")
+
+
+def shown(result: EvalResult) -> list[str]:
+    """The words a display of `result` shows: its status, race verdict (when the check was reached), its
+    significance verdict (when timed) and its flags."""
+    words: list[str] = [result.status]
+    if result.verification.race_check != "not_run":
+        words.append(result.verification.race_check)
+    if result.status == "ok" and result.timing is not None:
+        words.append("significant" if result.timing.significant else "not significant")
+    return words + list(result.flags)
+
+
+def legend(words: Iterable[str]) -> list[str]:
+    """"word: meaning" for each explained word, once each, in first-seen order (unknown words left out)."""
+    return [f"{w}: {explain(w)}" for w in dict.fromkeys(words) if explain(w)]
 
 
 def explained(words: list[str]) -> list[str]:

@@ -27,6 +27,8 @@ class SearchState:
     critiques: dict[str, Critique] = field(default_factory=dict, metadata={"doc": "By candidate id, once made."})
     profile: Any = field(default=None, metadata={"doc": "The host's measured roofs (kernopt.hw.probe.HardwareProfile) or None."})
     budget_left: int | None = field(default=None, metadata={"doc": "Candidate evaluations left in the run (set by the search)."})
+    baseline_report: str | None = field(default=None, metadata={"doc": "The baseline kernel's compiler report (EvalResult."
+                                        "compiler_report's kind), made by the evaluator before the search; None where none is made."})
     # The run log: log(event_type, **fields) appends one event (prompts, critiques, scores). A no-op by default.
     log: Callable[..., None] = field(default=lambda *_a, **_k: None, repr=False)
 

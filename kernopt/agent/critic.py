@@ -38,6 +38,7 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
                          "max_abs_err": v.max_abs_err, "max_rel_norm_err": v.max_rel_norm_err,
                          "shapes": v.shapes, "device": v.device},
         "resources": [r.describe() for r in result.resources],
+        "compiler_report": result.compiler_report or "",  # capped by the evaluator (optinfo.py); "" where none
         "timing": None if t is None else {
             "speedup": t.speedup, "ci_low": t.ci_low, "ci_high": t.ci_high, "p_value": t.p_value,
             "baseline_median_s": t.baseline_median_s, "candidate_median_s": t.candidate_median_s,

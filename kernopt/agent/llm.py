@@ -297,7 +297,10 @@ class LLMPolicy:
         return {**shared(state, last=self.history, gamma=self.gamma), "code": parent.files.get(state.task.kernel, ""),
                 "parent": {"id": parent.id, "idea": parent.idea.strip() or "(no idea given)", "knobs": knobs(parent),
                            "outcome": outcome(result) if result else
-                           ("the baseline (speedup 1.00 by definition)" if parent.id == state.baseline.id else "not evaluated")}}
+                           ("the baseline (speedup 1.00 by definition)" if parent.id == state.baseline.id else "not evaluated"),
+                           # gcc's vectorization and stack report on the parent (evaluator-made, capped; "" where none)
+                           "report": (result.compiler_report if result else
+                                      state.baseline_report if parent.id == state.baseline.id else None) or ""}}
 
     def render_bounded(self, name: str, common: dict[str, Any], **variables: Any) -> str:
         """Render a role's prompt within `prompt_chars`: texts passed between roles (ideas, critiques,

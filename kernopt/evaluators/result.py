@@ -172,6 +172,12 @@ class EvalResult(BaseModel):
     resources: list[KernelResources] = Field(default_factory=list, description="CUDA: per-kernel registers, spills, shared memory.")
     roofline: Roofline | None = Field(None, description="Achieved GB/s and GFLOP/s against the machine's roofs, for a timed "
                                       "result of a task with a [roofline] table (None otherwise, and in runs logged before it existed).")
+    compiler_report: str | None = Field(None, description="C family (gcc): a compact report on the candidate's kernel from a "
+                                        "second compile of its source that is not linked: which loops of the kernel file gcc "
+                                        "vectorized and why not (-fopt-info-vec-optimized/-missed) and each function's stack frame "
+                                        "(-fstack-usage), at most 15 lines (evaluators/c_family/optinfo.py). Compiler output about "
+                                        "untrusted source: advice for the LLM roles, never part of a verdict. None: not built, "
+                                        "not gcc, or runs logged before it existed.")
 
     @property
     def speedup(self) -> float | None:

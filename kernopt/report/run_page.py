@@ -15,6 +15,7 @@ from kernopt.evaluators.result import EvalResult
 from kernopt.report import svg
 from kernopt.report.data import Node, RunData, candidate_diff, knob_lines
 from kernopt.report.highlight import diff_html, source_html
+from kernopt.verdicts import explain, shown
 
 LOG_CHARS = 20_000
 
@@ -130,7 +131,14 @@ def run_context(run: RunData, ns: str = "") -> dict[str, Any]:
     spend = run.spend
     header["spend"] = spend if spend and (spend.get("calls") or spend.get("usd")) else None
 
-    return {"ns": ns, "header": header, "plot": plot, "tree": tree,
+    # the legend: each status, race verdict, significance verdict and flag the run's candidates show, once
+    words: dict[str, None] = {}
+    for n in run.nodes:
+        for r in (n.result, n.remeasure):
+            if r is not None:
+                words.update(dict.fromkeys(shown(r)))
+    legend = [(w, explain(w)) for w in words if explain(w)]
+    return {"ns": ns, "header": header, "plot": plot, "tree": tree, "legend": legend,
             "baseline_note": run.baseline_note,
             "candidates": [candidate_context(run, n, anchor, path, confirmed=not header["best"] or header["best"]["significant"] is not False)
                            for n in [run.baseline, *run.nodes]]}
@@ -147,12 +155,14 @@ def candidate_context(run: RunData, node: Node, anchor: dict[str, str], path: se
         "best_label": "★ best" if confirmed else "★ search's best, not confirmed on re-measurement",
         "parent_id": c.parent, "parent_anchor": anchor.get(c.parent or ""),
         "knobs": knob_lines(c), "flags": list(r.flags) if r else [],
+        "notes": {w: explain(w) for w in (shown(r) if r else [])},  # title attributes: each word's one-line meaning
         "sources": [{"name": name, "html": source_html(text, name), "lines": text.count("\n") + 1}
                     for name, text in sorted(c.files.items())],
         "critiques": node.critiques, "proposal": node.proposal, "value_score": node.value_score,
         # filled below where the candidate has them
         "diff": None, "diff_note": "", "diff_added": 0, "diff_removed": 0, "speedup": "", "timing": None, "remeasure": None,
         "verification": [], "race_detail": "", "phases": [], "phase_total": "", "resources": [], "log": "", "roofline": "",
+        "compiler_report": "",
     }
     if node.is_baseline:
         pass
@@ -208,6 +218,7 @@ def candidate_context(run: RunData, node: Node, anchor: dict[str, str], path: se
     ctx["phases"] = [{"name": k, "s": f"{s:.2f}", "pct": f"{100 * s / total:.1f}"} for k, s in r.phase_s.items()]
     ctx["phase_total"] = f"{sum(r.phase_s.values()):.2f}"
     ctx["resources"] = [res.model_dump() for res in r.resources]
+    ctx["compiler_report"] = r.compiler_report or ""  # compiler output about the candidate's source (escaped like the log)
     ctx["log"] = r.log if len(r.log) <= LOG_CHARS else f"[... {len(r.log) - LOG_CHARS} characters cut ...]\n{r.log[-LOG_CHARS:]}"
     ctx["speedup"] = speedup_text(r) if r.status == "ok" else ""
     return ctx

@@ -27,7 +27,7 @@ from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, ToolMissing
 from kernopt.evaluators import stats
 from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, tail
-from kernopt.evaluators.c_family import race
+from kernopt.evaluators.c_family import optinfo, race
 from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
 from kernopt.evaluators.c_family.static_gate import check_object, check_source
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
@@ -85,6 +85,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         self._trusted: Path | None = None
         self._baseline: Path | None = None
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
+        self._reports: dict[str, str] = {}  # candidate id -> its compiler report (optinfo.py), from its latest build
 
     # ---------------------------------------------------------------- building
     def _base_flags(self) -> list[str]:
@@ -143,7 +144,9 @@ class CFamilyEvaluator(SandboxedEvaluator):
             cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
                     *self.link_flags, "-o", "prog"]
-            script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
+            # The compiler report (optinfo.py) comes from a second compile into an object nobody links.
+            report = toolchain is None and not self.task.uses_gpu
+            script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; " + (f"{optinfo.report_command(cc)}; " if report else "") +
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self.run_step(["sh", "-c", script], d, self.config.build_timeout_s)
             compile_err, *rest = re.split(f"(?m)^{_LINK_MARK}\n", r.stderr, maxsplit=1)  # a line of its own: no diagnostic is
@@ -165,6 +168,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
             bin_dir = self.new_dir("bin")
             shutil.copy(d / "prog", bin_dir / "prog")
             shutil.copy(d / "nm.txt", bin_dir / "nm.txt")  # the race check reads the object's OpenMP calls
+            if report:  # advice for the LLM roles (EvalResult.compiler_report), never part of a verdict
+                found = [(d / f).read_text(errors="replace")[:200_000] if (d / f).is_file() else ""
+                         for f in (optinfo.OPTINFO_FILE, optinfo.STACK_FILE)]
+                text = optinfo.summarize(found[0], found[1], candidate.files[self.task.kernel], kernel_name)
+                if text:
+                    self._reports[candidate.id] = text
             os.chmod(bin_dir / "prog", 0o755)
             return bin_dir / "prog", log
         finally:
@@ -293,7 +302,18 @@ class CFamilyEvaluator(SandboxedEvaluator):
             return self._checked(candidate, toolchain, timed=False)
 
     def _evaluate(self, candidate: Candidate) -> EvalResult:
-        return self._checked(candidate, None, timed=True)[0]
+        self._reports.pop(candidate.id, None)
+        result = self._checked(candidate, None, timed=True)[0]
+        result.compiler_report = self._reports.pop(candidate.id, None)  # None when it did not build
+        return result
+
+    def baseline_compiler_report(self) -> str | None:
+        """The compiler report (optinfo.py) of the task's baseline kernel, built here when it is not yet: the
+        planner's first parent has no evaluation to carry one. None where no report is made (not gcc, CUDA)."""
+        with self.session(), placement.hold("shared", what=f"building {self.task.name}'s baseline", on_wait=self.on_phase):
+            self.baseline_binary()
+        base = Candidate(files={self.task.kernel: self.task.baseline_source()}, author="baseline")
+        return self._reports.get(base.id)
 
     def _checked(self, candidate: Candidate, toolchain: Toolchain | None, timed: bool) -> tuple[EvalResult, Path | None]:
         phases: dict[str, float] = {}

@@ -166,8 +166,12 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         while node is not None and node.author != "baseline" and len(lineage) < 100:
             lineage.append(node.idea)
             node = by_id.get(node.parent or "")
+        # Both figures, side by side: the search's (the candidate's own evaluation) and the re-measurement's in a
+        # fresh sandbox. The claim (`best_speedup`, `best_ci`, `best_significant`) is the re-measurement's.
         out.update(best_candidate=c.id, best_idea=c.idea, best_lineage=lineage[::-1], search_speedup=r.speedup,
-                   best_status=final.status, best_flags=final.flags)
+                   search_ci=[r.timing.ci_low, r.timing.ci_high] if r.speedup is not None and r.timing else None,
+                   search_significant=r.faster, claim="re-measured", best_status=final.status, best_flags=final.flags,
+                   best_reruns=final.timing.reruns if final.timing else [])
         if final.status == "ok" and final.timing:
             out.update(best_speedup=final.timing.speedup, best_ci=[final.timing.ci_low, final.timing.ci_high],
                        best_significant=final.faster)

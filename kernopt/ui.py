@@ -194,8 +194,17 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         # a re-measured best that is not significantly faster must not read as a win
         slow = "" if s.get("best_significant") else (" (slower)" if ci[1] < 1.0 else " (not faster)")
         speed = "bold green" if s.get("best_significant") else "bold yellow"
+        if "machine_busy" in (s.get("best_flags") or []):
+            sig, slow, speed = "machine too busy to time it: re-run on a quieter machine", "", "bold yellow"
         console.print(f"[bold]best:[/] {s['best_candidate']} — [{speed}]{s['best_speedup']:.2f}x{slow}[/] "
-                      f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox)", highlight=False)
+                      f"(95% CI {ci[0]:.2f}–{ci[1]:.2f}, {sig}; re-measured in a fresh sandbox: this is the claim)", highlight=False)
+        if s.get("search_speedup") is not None:  # the search's own figure, beside the claim and not in place of it
+            sci = s.get("search_ci") or [float("nan"), float("nan")]
+            console.print(f"      in the search: {s['search_speedup']:.2f}x (95% CI {sci[0]:.2f}–{sci[1]:.2f}, "
+                          f"{'significant' if s.get('search_significant') else 'not significant'})", highlight=False)
+        if s.get("best_reruns"):
+            console.print(f"      re-measurement: {len(s['best_reruns'])} disturbed round(s): "
+                          + escape("; ".join(s["best_reruns"])[:200]), highlight=False)
         if s.get("best_speedup_vs_eager"):
             vs_compile = f", {s['best_speedup_vs_compile']:.2f}x vs torch.compile" if s.get("best_speedup_vs_compile") else ""
             console.print(f"      {s['best_speedup_vs_eager']:.2f}x vs eager PyTorch{vs_compile} on {s.get('device', 'the GPU')}",

@@ -67,6 +67,12 @@ MUTATIONS = [
     Mutation("scratch_only_named_inputs", C + "evaluator.py",
              'if m and m not in self.task.verify.scratch]', 'if m and m not in self.task.verify.scratch and False]',
              ("tests/test_task.py::test_scratch_inputs_may_be_overwritten_and_no_others",)),
+    # issue 18 item 4: a busy machine. A disturbed round's samples never count; machine_busy is never "faster".
+    Mutation("disturbed_round_set_aside", C + "evaluator.py", "kept = per_process if not why else set_aside",
+             "kept = per_process", ("tests/test_busy.py::test_a_disturbed_round_is_run_again",)),
+    Mutation("machine_busy_never_significant", "kernopt/evaluators/result.py", "return (not self.machine_busy and self.ci_low > 1.0",
+             "return (self.ci_low > 1.0", ("tests/test_busy.py::test_machine_busy_is_never_significant",
+                                            "tests/test_busy.py::test_too_many_disturbed_rounds_say_machine_busy")),
 ]
 
 

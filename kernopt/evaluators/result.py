@@ -82,6 +82,10 @@ class TimingStats(BaseModel):
     paired_low: float | None = Field(None, description="99% one-sided lower bound of the speedup from the rounds' paired "
                                      "log ratios (None in runs logged before it existed).")
     consistent: bool = Field(True, description="In-process timings agree with the sandbox's wall clock.")
+    reruns: list[str] = Field(default_factory=list, description="Rounds re-run because the machine disturbed them, and why "
+                              "(stats.disturbed: judged on the round's baseline process only).")
+    machine_busy: bool = Field(False, description="Too many rounds were disturbed to time this candidate: never significant; "
+                               "re-run on a quieter machine.")
     threads: int | None = None
     ranks: int | None = None
     device: str = Field("", description="GPU timings: the device name.")
@@ -98,15 +102,20 @@ class TimingStats(BaseModel):
 
     def describe(self) -> str:
         """One line: speedup, interval and verdict."""
+        if self.machine_busy:
+            return (f"{self.speedup:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}] (machine too busy to time this: "
+                    f"{len(self.reruns)} rounds disturbed; re-run on a quieter machine)")
         verdict = "faster" if self.significant else "not significantly faster"
+        if self.reruns:
+            verdict += f"; {len(self.reruns)} disturbed round{'s' * (len(self.reruns) > 1)} re-run"
         return f"{self.speedup:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}] ({verdict})"
 
     @property
     def significant(self) -> bool:
         """Faster only when the whole bootstrap interval is above 1, the rank test agrees at the 1%
         level, the paired per-round bound is above 1, and the reported kernel times are consistent
-        with the process wall clock."""
-        return (self.ci_low > 1.0 and self.p_value < SIGNIFICANCE and self.paired_low is not None and self.paired_low > 1.0
+        with the process wall clock, and the machine was not too busy to time it."""
+        return (not self.machine_busy and self.ci_low > 1.0 and self.p_value < SIGNIFICANCE and self.paired_low is not None and self.paired_low > 1.0
                 and self.consistent)
 
 

@@ -90,3 +90,46 @@ def faster_p_value(baseline: Samples, candidate: Samples) -> float:
     if len(set(b) | set(c)) == 1:
         return 1.0
     return float(mannwhitneyu(b, c, alternative="greater").pvalue)
+
+
+# A busy machine (docs/verification.md, "Busy machine"). A round is disturbed when its *baseline*
+# process (trusted code, the same in every round, so the candidate cannot steer this) got less than
+# BUSY_SHARE of the CPU its threads could use inside the timed calls, or its median call is more than
+# BUSY_SLOW times the evaluation's undisturbed baseline processes' median: that round runs again.
+# A candidate process below BUSY_SHARE of the candidate's own usual share is never a reason to re-run
+# (the candidate controls its own CPU use, so it could pick rounds); it can only turn a verdict that
+# is not significant into machine_busy, which is never a win either.
+BUSY_SHARE = 0.8
+BUSY_SLOW = 1.5
+
+
+def cpu_share(cpu_in: list[float], times: list[float]) -> float:
+    """A process's median cpu_in / time over its timed calls: the CPUs it kept busy inside them."""
+    return float(np.median([c / t for c, t in zip(cpu_in, times, strict=True) if t > 0] or [1.0]))
+
+
+def disturbed(cpu_in: list[float], times: list[float], reference: float | None, cpu: bool = True) -> str:
+    """Why a baseline process looks disturbed ('' when it does not), from the monitor's per-call figures.
+
+    The threads the process keeps busy, k, are its cpu_share rounded to a whole number (at least 1): a
+    serial baseline shows about 1.0 on a quiet machine and about 0.5 beside a CPU hog on every core. The
+    process is disturbed when cpu_share / k is below BUSY_SHARE (its threads were runnable but not
+    running), or when its median time is above BUSY_SLOW x `reference` (the median of the undisturbed
+    baseline processes so far; None before there are two). `cpu` False (GPU targets, whose host threads
+    may sleep while the device works): the time rule alone."""
+    if not times:
+        return ""
+    concurrency = cpu_share(cpu_in, times)
+    k = max(1, round(concurrency))
+    if cpu and concurrency / k < BUSY_SHARE:
+        return f"the baseline got {concurrency / k:.0%} of the CPU of its {k} thread{'s' * (k > 1)} inside its calls"
+    mid = float(np.median(times))
+    if reference is not None and mid > BUSY_SLOW * reference:
+        return f"the baseline's calls took {mid / reference:.1f}x its usual time"
+    return ""
+
+
+def starved(shares: list[float]) -> list[int]:
+    """The rounds (0-based) whose candidate process got less than BUSY_SHARE of the candidate's median cpu_share."""
+    usual = float(np.median(shares)) if shares else 0.0
+    return [i for i, s in enumerate(shares) if s < BUSY_SHARE * usual]

@@ -434,7 +434,16 @@ class CFamilyEvaluator(SandboxedEvaluator):
         # driver's in-process timings against the sandbox's own clock.
         walls: list[dict[str, tuple[float, float]]] = []
         outside: list[tuple[float, float, float]] = []  # per round: (cand CPU outside windows, base's, base's inside)
-        for rnd in range(rounds):
+        # A round the machine disturbed (stats.disturbed, judged on the baseline process alone, so the candidate
+        # cannot pick rounds) is run again, both processes, up to max_reruns times; past that the machine is too
+        # busy and the result says so (never significant). Its samples are set aside, used only then.
+        reruns: list[str] = []
+        max_reruns = max(2, (rounds + 1) // 2)
+        set_aside: dict[str, list[list[float]]] = {"base": [], "cand": []}
+        shares: list[float] = []  # per kept round: the candidate process's stats.cpu_share
+        busy = False
+        rnd = 0
+        while rnd < rounds:
             # Every call of every process gets inputs of its own, fresh each round (both sides of a round
             # share them, so their outputs can be compared): a kernel that caches results by input content,
             # pointer or shape, in memory or in a file, never finds a repeat to replay.
@@ -463,28 +472,53 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 # and a margin for the fill's own noise (5% of it, and idle workers' or ranks' polling).
                 fill = stats.median([c.cpu_out for c in dirs["base"][0].calls])
                 margin = 0.05 * fill + (0.002 * cand_b.ranks if task.uses_mpi else 0.0001 * cand_b.threads)
-                per_process["base"].append([c.time for c in dirs["base"][0].calls if not c.warmup])
-                per_process["cand"].append([c.time + max(0.0, c.cpu_out - fill - margin) for c in dirs["cand"][0].calls
-                                            if not c.warmup])
+                timed = [c for c in dirs["base"][0].calls if not c.warmup]
+                ref = stats.median(per_process["base"]) if len(per_process["base"]) >= 2 else None
+                why = stats.disturbed([c.cpu_in for c in timed], [c.time for c in timed], ref, cpu=not task.uses_gpu)
+                kept = per_process if not why else set_aside
+                kept["base"].append([c.time for c in timed])
+                if not why and not task.uses_gpu:
+                    cand_timed = [c for c in dirs["cand"][0].calls if not c.warmup]
+                    shares.append(stats.cpu_share([c.cpu_in for c in cand_timed], [c.time for c in cand_timed]))
+                kept["cand"].append([c.time + max(0.0, c.cpu_out - fill - margin) for c in dirs["cand"][0].calls
+                                     if not c.warmup])
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
             finally:
                 for _, d in dirs.values():
                     shutil.rmtree(d, ignore_errors=True)
-            if rnd >= 1 and stats.median(per_process["cand"]) > cfg.early_stop_ratio * stats.median(per_process["base"]):
+            if why:
+                reruns.append(f"round {rnd + 1}: {why}")
+                if len(reruns) > max_reruns:
+                    busy = True
+                    break
+                self.phase(f"{label}: round {rnd + 1} disturbed ({why}); running it again")
+                continue
+            rnd += 1
+            if rnd >= 2 and stats.median(per_process["cand"]) > cfg.early_stop_ratio * stats.median(per_process["base"]):
                 break
         self._check_outside(outside, cand_b, task.timing.warmup + reps)
+        if busy:  # every round run, disturbed or not: figures to show, never a verdict
+            per_process = {k: per_process[k] + set_aside[k] for k in per_process}
         speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
         gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls]
         slack = 0.25 * stats.median([w["base"][1] for w in walls]) + (0.3 if task.uses_mpi else 0.15)
         consistent = stats.median(gaps) <= slack
-        return TimingStats(baseline_s=[x for g in per_process["base"] for x in g],
-                           candidate_s=[x for g in per_process["cand"] for x in g],
-                           baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),
-                           speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
-                           paired_low=stats.paired_lower_bound(per_process["base"], per_process["cand"]),
-                           consistent=consistent, threads=cand_b.threads if task.uses_openmp else None,
-                           ranks=cand_b.ranks if task.uses_mpi else None)
+        result = TimingStats(baseline_s=[x for g in per_process["base"] for x in g],
+                             candidate_s=[x for g in per_process["cand"] for x in g],
+                             baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),
+                             speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
+                             paired_low=stats.paired_lower_bound(per_process["base"], per_process["cand"]),
+                             consistent=consistent, reruns=reruns, machine_busy=busy, threads=cand_b.threads if task.uses_openmp else None,
+                             ranks=cand_b.ranks if task.uses_mpi else None)
+        # A candidate process that got much less CPU than its own usual share was slowed by the machine: a verdict
+        # that is not significant then cannot tell "not faster" from "disturbed" (a significant one stands: being
+        # slowed only ever hides a speedup). Never re-run for it: the candidate controls its own CPU use.
+        starved = [f"round {i + 1}: the candidate got {shares[i] / stats.median(shares):.0%} of its usual CPU share "
+                   f"(not re-run)" for i in stats.starved(shares)]
+        if starved and not result.significant:
+            result = result.model_copy(update={"machine_busy": True, "reruns": reruns + starved})
+        return result
 
     def _check_outside(self, outside: list[tuple[float, float, float]], b: Binary, calls: int) -> None:
         """Refuse a candidate that computes outside the timed windows. The monitor reads the measured
@@ -534,7 +568,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         """Review flags of a timed result, the evaluation's and the re-measurement's alike (the summary reports
         the re-measurement's: a 485x cuda-c speedup on the H100 once came without its implausible_speedup flag)."""
         flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
-        return flags + ([] if timing.consistent else ["timing_inconsistent"])
+        return flags + ([] if timing.consistent else ["timing_inconsistent"]) + (["machine_busy"] if timing.machine_busy else [])
 
     def roofline_for(self, timing: TimingStats) -> Roofline | None:
         """The candidate's roofline figures for this timing: None when the task declares no [roofline], the

@@ -98,6 +98,40 @@ def test_summary_shows_the_search_figure_beside_the_claim(tmp_path: Path) -> Non
     assert "1 disturbed round(s)" in out
 
 
+def test_summary_json_keeps_both_figures_and_names_the_claim() -> None:
+    """make_summary: best_* is the re-measurement (the claim), search_* the search's own figure for the same
+    candidate; neither replaces the other."""
+    from types import SimpleNamespace
+
+    from kernopt.config import RunConfig
+    from kernopt.evaluators.result import Verification
+    from kernopt.optimize import make_summary
+
+    def timed(cid: str, speedup: float, lo: float, hi: float, **extra: object) -> EvalResult:
+        t = TimingStats(baseline_s=[1.0], candidate_s=[1 / speedup], baseline_median_s=1.0, candidate_median_s=1 / speedup,
+                        speedup=speedup, ci_low=lo, ci_high=hi, p_value=0.001, paired_low=lo, **extra)  # type: ignore[arg-type]
+        return EvalResult(candidate_id=cid, status="ok", timing=t, verification=Verification())
+
+    cand = Candidate(files={"kernel.c": FAST_GEMM}, idea="parallel for")
+    searched = timed(cand.id, 3.4, 3.1, 3.7)
+    final = timed(cand.id, 2.9, 1.1, 4.0, machine_busy=True, reruns=["round 2: x", "round 3: y", "round 4: z", "round 5: w"])
+    final.flags = ["machine_busy"]
+    store = SimpleNamespace(run_id="r1", root=Path("runs/r1"))
+    s = make_summary(store, load_task(SMALL_GEMM), RunConfig(task=str(SMALL_GEMM)), [(cand, searched)],  # type: ignore[arg-type]
+                     (cand, searched), final, 1.0)
+    assert s["claim"] == "re-measured" and s["best_speedup"] == 2.9 and s["best_ci"] == [1.1, 4.0]
+    assert not s["best_significant"] and s["best_flags"] == ["machine_busy"] and len(s["best_reruns"]) == 4
+    assert s["search_speedup"] == 3.4 and s["search_ci"] == [3.1, 3.7] and s["search_significant"]
+
+
+def test_the_winners_remeasurement_applies_the_rule(evaluator: CFamilyEvaluator, monkeypatch: pytest.MonkeyPatch) -> None:
+    """remeasure() times through the same loop: every round disturbed there is machine_busy too."""
+    monkeypatch.setattr(stats, "disturbed", lambda *a, **k: "synthetic")
+    r = evaluator.remeasure(Candidate(files={evaluator.task.kernel: FAST_GEMM}))
+    assert r.status == "ok" and r.timing is not None and r.timing.machine_busy, r.reason
+    assert not r.faster and "machine_busy" in r.flags and len(r.timing.reruns) == 5  # 7 rounds: up to 4 re-runs
+
+
 def test_machine_busy_is_never_significant() -> None:
     base, cand = [[1.0, 1.01]] * 5, [[0.5, 0.51]] * 5
     common = dict(baseline_s=[1.0], candidate_s=[0.5], baseline_median_s=1.0, candidate_median_s=0.5, speedup=2.0,

@@ -61,6 +61,9 @@ def test_reaches_the_scenarios_best_and_logs_everything(full_run: tuple[dict[str
     calls = [e for e in ev if e["type"] == "llm"]
     assert len(calls) == server.count and {e["role"] for e in calls} == {"planner", "executor", "critic"}
     assert all(e["messages"] and e["completion"]["text"] for e in calls)  # every prompt and every response
+    # the first plan's parent is the baseline, never evaluated: its compiler report (gcc) comes from before the search
+    first = calls[0]["messages"][0]["content"]
+    assert calls[0]["role"] == "planner" and "## Compiler report on this kernel" in first and "vectorized" in first
     critiques = [e for e in ev if e["type"] == "critique"]
     evals = {e["result"]["candidate_id"]: e for e in ev if e["type"] == "eval"}
     assert len(evals) == 4 and len(critiques) >= 3

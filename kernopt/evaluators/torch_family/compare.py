@@ -14,14 +14,13 @@ import stat
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path
-from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
 from kernopt.evaluators import stats
 from kernopt.evaluators.c_family.compare import compare
-from kernopt.task import TorchVerify
+from kernopt.task import TorchVerify, Verify
 
 # aten ops that allocate, view or copy memory: a Triton or CUDA candidate needs them around its kernels
 # (the Triton interpreter itself runs new_empty, set_ and copy_), so running them is no fallback to the
@@ -188,9 +187,10 @@ class Comparison:
             return f"{path}: stored data does not match its description"
         tol = self.verify.tolerance(str(want.get("dtype", "")) if kind == "tensor" else "float64")
         exact = tol is None or not np.issubdtype(ref.dtype, np.floating)
-        ns = SimpleNamespace(atol=0.0 if exact else tol.atol, rtol=0.0 if exact else tol.rtol,  # type: ignore[union-attr]
-                             norm_rtol=0.0 if exact else (self.verify.norm_rtol if self.verify.norm_rtol is not None else tol.rtol))  # type: ignore[union-attr]
-        bad, abs_err, norm_err = compare({path: out}, {path: ref}, ns)  # type: ignore[arg-type]
+        # The C-family comparison with this dtype's tolerances (whole outputs: no per-output settings here).
+        bounds = Verify(atol=0.0, rtol=0.0, norm_rtol=0.0) if tol is None or exact else Verify(
+            atol=tol.atol, rtol=tol.rtol, norm_rtol=self.verify.norm_rtol if self.verify.norm_rtol is not None else tol.rtol)
+        bad, abs_err, norm_err = compare({path: out}, {path: ref}, bounds)
         self.max_abs_err = max(self.max_abs_err, abs_err)
         self.max_rel_norm_err = max(self.max_rel_norm_err, norm_err)
         return bad.message.replace(f"output {path!r}", path, 1) if bad else None

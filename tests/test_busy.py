@@ -169,9 +169,12 @@ def test_a_disturbed_round_is_run_again(evaluator: CFamilyEvaluator, monkeypatch
     monkeypatch.setattr(stats, "disturbed", rule)
     r = _evaluate(evaluator)
     assert r.status == "ok" and r.timing is not None, r.reason
-    assert r.timing.reruns == ["round 2: synthetic"] and not r.timing.machine_busy
+    # (on a loaded machine a starved candidate process may add a note that is not a re-run, and machine_busy)
+    starved = [x for x in r.timing.reruns if x.endswith("(not re-run)")]
+    assert [x for x in r.timing.reruns if x not in starved] == ["round 2: synthetic"]
     assert len(seen) == 6 and len(r.timing.baseline_s) == 5 * evaluator.task.timing.reps
-    assert "machine_busy" not in r.flags and "1 disturbed round re-run" in r.reason
+    if not starved:
+        assert not r.timing.machine_busy and "machine_busy" not in r.flags and "1 disturbed round re-run" in r.reason
 
 
 def test_too_many_disturbed_rounds_say_machine_busy(evaluator: CFamilyEvaluator, monkeypatch: pytest.MonkeyPatch) -> None:
@@ -199,6 +202,8 @@ def test_fast_candidate_beside_a_cpu_hog_is_faster_or_machine_busy(evaluator: CF
     9.3x [7.7, 10.7], 4.2x and 8.6x 'faster' against 3.9x quiet, and once 4.1x 'not significantly faster'
     (2-core VM)."""
     quiet = _evaluate(evaluator)
+    if quiet.timing is not None and quiet.timing.machine_busy:
+        pytest.skip(f"the machine is already busy without the hog (no quiet reference): {quiet.reason}")
     assert quiet.faster and quiet.timing is not None and quiet.timing.speedup > 1.5, quiet.reason
     hogs = [multiprocessing.get_context("fork").Process(target=_spin, args=(time.time() + 120,), daemon=True)
             for _ in range(os.cpu_count() or 2)]

@@ -159,7 +159,8 @@ def evaluate(ev: CFamilyEvaluator, source: str, planted: Secrets) -> EvalResult:
 
 def assert_verdict(r: EvalResult, status: str, why: str) -> None:
     """`status`: the status, or statuses as a regular expression ("rejected|ok"); `why`: a regular
-    expression the reason must contain."""
+    expression the reason must contain. On a loaded machine an `ok` result may say "machine too busy"
+    where it would say "not significantly faster" (docs/verification.md, "Busy machine"): neither is a win."""
     assert re.fullmatch(status, r.status), show(r)
     assert re.search(why, r.reason), show(r)
     assert not r.faster, show(r)  # never a verified speedup
@@ -186,12 +187,12 @@ CASES = [
     # 1a: the driver's GOT entry of its timer. Full RELRO: the GOT is read-only (and no timer is in the process).
     Case("ra1_got_timer.c", SMALL_GEMM, "runtime_error", "SIGSEGV"),
     # 1b: the saved start time moved forward on the stack. The clock is the monitor's: nothing to move.
-    Case("ra2_stack_start_time.c", SMALL_GEMM, "ok", "not significantly faster"),
+    Case("ra2_stack_start_time.c", SMALL_GEMM, "ok", "not significantly faster|machine too busy"),
     # 1c, 1d: the result file rewritten or extended with MPI file I/O. The gate refuses MPI_File_*.
     Case("ra3_mpi_rewrite_times.c", SMALL_DOT, "rejected", "kernel references MPI_File_"),
     Case("ra4_mpi_fake_lines.c", SMALL_DOT, "rejected", "kernel references MPI_File_"),
     # 2a: every seed on argv, answers precomputed in the warm-up. Seeds arrive one call at a time.
-    Case("rb1_future_seeds.c", SMALL_GEMM, "ok", "not significantly faster"),
+    Case("rb1_future_seeds.c", SMALL_GEMM, "ok", "not significantly faster|machine too busy"),
     # 2b: answers cached across processes in a file. Fresh seeds every call and round; no MPI_File_*.
     Case("rb2_cross_process_cache.c", SMALL_DOT, "rejected", "kernel references MPI_File_"),
     # 3a, 3b: output names and malformed records in a result file the host trusted.
@@ -208,21 +209,22 @@ CASES = [
     Case("rn1_post_phase_hook.c", SMALL_GEMM, "wrong_answer", "not written"),
     # N2, N4: compute before "ready", by hooking the driver or by replacing it; N2 under MPI too. Refused when
     # the CPU outside the calls is past the bound; below it, charged to the calls as time, so no faster.
-    Case("rn2_fill_phase_hook.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
-    Case("rn4_own_protocol_loop.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
-    Case("rn6_mpi_fill_phase_hook.c", SMALL_DOT, "rejected|ok", "outside the timed call|not significantly faster", sandboxes=("local",)),
+    Case("rn2_fill_phase_hook.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster|machine too busy"),
+    Case("rn4_own_protocol_loop.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster|machine too busy"),
+    Case("rn6_mpi_fill_phase_hook.c", SMALL_DOT, "rejected|ok", "outside the timed call|not significantly faster|machine too busy",
+         sandboxes=("local",)),
     # N2b: the same, kept inside the allowance for CPU outside the calls. It won 1.2-1.4x while the
     # allowance was a bound only; now the excess is charged to each call as time, and the allowance is a
     # share of the baseline's work: refused, or (if noise keeps it under the bound) no faster.
-    Case("rn7_fill_phase_within_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
+    Case("rn7_fill_phase_within_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster|machine too busy"),
     # N6: the allowance's share of the CPU inside the call, inflated by a thread spinning on an idle core
     # (won 1.4-1.5x when the share was of the candidate's own CPU).
-    Case("rn8_spin_inflates_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster"),
+    Case("rn8_spin_inflates_allowance.c", SMALL_GEMM, "rejected|ok", "outside the timed call|not significantly faster|machine too busy"),
     # N3: a thread the seccomp filter does not cover (Open MPI's, started before the filter).
     # (Before a7372bf the filter did not cover them: the shell ran.) Killed by SIGSYS: mpirun's code 159.
     Case("rn3_mpi_unfiltered_thread.c", SMALL_DOT, "runtime_error", "system call|code 159"),
     # N5: forged report records on the measured program's stdout and stderr.
-    Case("rn5_forged_report_lines.c", SMALL_GEMM, "ok", "not significantly faster"),
+    Case("rn5_forged_report_lines.c", SMALL_GEMM, "ok", "not significantly faster|machine too busy"),
 ]
 
 

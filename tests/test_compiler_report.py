@@ -153,3 +153,19 @@ def test_no_report_no_section() -> None:
     model = FakeModel(planner=[PLAN], executor=[executor_answer])
     LLMPolicy(model).propose(state, 1)
     assert all("Compiler report" not in msgs[0]["content"] for _, msgs in model.calls)
+
+
+@pytest.mark.skipif(shutil.which("gcc") is None, reason="needs gcc")
+def test_a_report_compile_that_fails_or_hangs_changes_no_verdict(monkeypatch: pytest.MonkeyPatch) -> None:
+    task = load_task(SMALL_GEMM)
+    monkeypatch.setattr(optinfo, "TIMEOUT_S", 1.0)
+    with enterable_tmpdir("kernopt-optinfo-") as d:
+        ev = CFamilyEvaluator(task, get_sandbox("local"), EvalConfig(rounds=2), d / "ev")
+        try:
+            for command in ("sleep 30", "exit 3"):
+                monkeypatch.setattr(optinfo, "report_command", lambda cc, command=command: command)
+                r = ev.evaluate(Candidate(files={task.kernel: IKJ + f"/* {command} */\n"}, author="llm"))
+                assert r.status == "ok" and r.compiler_report is None, (command, r.reason)
+                assert r.phase_s["build"] < 15
+        finally:
+            ev.close()

@@ -10,6 +10,7 @@ sandbox cannot write.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 import secrets
@@ -144,9 +145,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
                     *self.link_flags, "-o", "prog"]
-            # The compiler report (optinfo.py) comes from a second compile into an object nobody links.
-            report = toolchain is None and not self.task.uses_gpu
-            script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; " + (f"{optinfo.report_command(cc)}; " if report else "") +
+            script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self.run_step(["sh", "-c", script], d, self.config.build_timeout_s)
             compile_err, *rest = re.split(f"(?m)^{_LINK_MARK}\n", r.stderr, maxsplit=1)  # a line of its own: no diagnostic is
@@ -168,7 +167,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
             bin_dir = self.new_dir("bin")
             shutil.copy(d / "prog", bin_dir / "prog")
             shutil.copy(d / "nm.txt", bin_dir / "nm.txt")  # the race check reads the object's OpenMP calls
-            if report:  # advice for the LLM roles (EvalResult.compiler_report), never part of a verdict
+            if toolchain is None and not self.task.uses_gpu:
+                # The compiler report (optinfo.py): advice for the LLM roles (EvalResult.compiler_report), never part
+                # of a verdict, from a second compile into an object nobody links, in a step of its own after the
+                # build (its own time limit; a failure or a timeout only means no report).
+                with contextlib.suppress(InfraError):
+                    self.run_step(["sh", "-c", optinfo.report_command(cc)], d, min(optinfo.TIMEOUT_S, self.config.build_timeout_s))
                 found = [(d / f).read_text(errors="replace")[:200_000] if (d / f).is_file() else ""
                          for f in (optinfo.OPTINFO_FILE, optinfo.STACK_FILE)]
                 text = optinfo.summarize(found[0], found[1], candidate.files[self.task.kernel], kernel_name)

@@ -1,7 +1,7 @@
 """A compact compiler report of one C-family kernel: gcc's vectorization summary and stack usage.
 
-The build step compiles the candidate's source a second time, beside the object that is linked
-(`report_command`): the same compiler, flags and source with `-fopt-info-vec-optimized
+After a successful build, a step of its own compiles the candidate's source a second time
+(`report_command`, at most TIMEOUT_S): the same compiler, flags and source with `-fopt-info-vec-optimized
 -fopt-info-vec-missed -fstack-usage`, writing an object nobody links or inspects. The linked
 kernel.o is built exactly as before, so nothing timed or verified depends on the report; a compiler
 that does not know the flags (clang) prints an error and the report is simply empty.
@@ -23,6 +23,7 @@ MAX_LINE_CHARS = 160
 MAX_CHARS = MAX_LINES * (MAX_LINE_CHARS + 1)  # the bound that follows from the two above
 REPORT_FLAGS = ["-fopt-info-vec-optimized", "-fopt-info-vec-missed", "-fstack-usage"]
 OPTINFO_FILE, STACK_FILE = "optinfo.txt", "report.su"
+TIMEOUT_S = 60.0  # the report's compile, a sandboxed step of its own after the build (it never fails the build)
 
 _MSG = re.compile(r"^(?:\./)?(?P<file>[^:\s]+):(?P<line>\d+):(?P<col>\d+): (?P<kind>optimized|missed|note): (?P<text>.*)$")
 _VECTORS = re.compile(r"loop vectorized using (\d+) byte vectors")

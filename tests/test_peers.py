@@ -105,7 +105,7 @@ def test_a_peer_giving_a_wrong_answer_is_shown_as_wrong(small_task: Path, tmp_pa
         ("late", "wrong at the timing size", Toolchain("gcc", ("-DKO_PEER_BREAK_LARGE",)))])
     held: list[str] = []
     real_hold = placement.hold
-    monkeypatch.setattr(placement, "hold", lambda mode, waited=None: held.append(mode) or real_hold(mode, waited))
+    monkeypatch.setattr(placement, "hold", lambda mode, *a, **k: held.append(mode) or real_hold(mode, *a, **k))
     log: list[str] = []
     variants = peers.run_task(task, _args(tmp_path), None, log)
     assert held[-1] == "exclusive" and "shared" in held  # checks beside other work, the timing loop alone

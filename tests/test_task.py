@@ -147,12 +147,6 @@ SCRATCH_BASE = """void sc(long n, double *w, const double *a, double *out) {
 def test_scratch_inputs_may_be_overwritten_and_no_others(tmp_path: Path, extra: str, verdict: str) -> None:
     """verify.scratch = ["w"]: a kernel may overwrite w; every other input is still checked around every call
     (the monitor names every changed input, not the first: w comes first in the table here)."""
-    import tempfile
-
-    from kernopt.candidate import Candidate
-    from kernopt.config import EvalConfig
-    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
-    from kernopt.sandbox import get_sandbox
     from kernopt.task import Task
     from kernopt.task_new import create
 
@@ -165,24 +159,32 @@ def test_scratch_inputs_may_be_overwritten_and_no_others(tmp_path: Path, extra: 
     toml.write_text(toml.read_text().replace("[verify]\n", '[verify]\nscratch = ["w"]\n'))
     task = load_task(task_dir)
     assert isinstance(task, Task) and task.verify.scratch == ["w"]
-    ev = CFamilyEvaluator(task, get_sandbox("local", "c"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
+    _assert_untimed_verdict(task, "c", SCRATCH_BASE.replace("w[i] + 1.0;\n", "w[i] + 1.0;\n    " + extra + "\n"), verdict)
+    # without the scratch declaration, writing w is rejected as before
+    task2 = task.model_copy(update={"verify": task.verify.model_copy(update={"scratch": []})})
+    _assert_untimed_verdict(task2, "c", SCRATCH_BASE, "w")
+
+
+def _assert_untimed_verdict(task: object, target: str, source: str, verdict: str) -> None:
+    """The candidate's verification (no timing) ends ok, or rejected for modifying the input named `verdict`."""
+    import tempfile
+
+    from kernopt.candidate import Candidate
+    from kernopt.config import EvalConfig
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import Task
+
+    assert isinstance(task, Task)
+    ev = CFamilyEvaluator(task, get_sandbox("local", target), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
     try:
-        cand = SCRATCH_BASE.replace("w[i] + 1.0;\n", "w[i] + 1.0;\n    " + extra + "\n")
-        result, prog = ev.check_untimed(Candidate(files={"kernel.c": cand}))
+        result, _ = ev.check_untimed(Candidate(files={"kernel.c": source}))
     finally:
         ev.close()
     if verdict == "ok":
         assert result.status == "ok", result.reason
     else:
         assert result.status == "rejected" and f"modified its input '{verdict}'" in result.reason, result.reason
-    # without the scratch declaration, writing w is rejected as before
-    task2 = task.model_copy(update={"verify": task.verify.model_copy(update={"scratch": []})})
-    ev = CFamilyEvaluator(task2, get_sandbox("local", "c"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
-    try:
-        result, _ = ev.check_untimed(Candidate(files={"kernel.c": SCRATCH_BASE}))
-    finally:
-        ev.close()
-    assert result.status == "rejected" and "modified its input 'w'" in result.reason
 
 
 def test_memory_limit_is_bounded(small_task: Path) -> None:
@@ -224,12 +226,7 @@ def test_scratch_under_mpi_other_ranks(tmp_path: Path, writes: str, verdict: str
     """Ranks other than 0 check their own inputs and report every changed one (a bitmask, not the first index):
     with x as scratch, a kernel that also writes y on rank 1 is rejected, naming y."""
     import shutil
-    import tempfile
 
-    from kernopt.candidate import Candidate
-    from kernopt.config import EvalConfig
-    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
-    from kernopt.sandbox import get_sandbox
     from kernopt.task import Task
 
     task_dir = tmp_path / "small_dot"
@@ -240,12 +237,4 @@ def test_scratch_under_mpi_other_ranks(tmp_path: Path, writes: str, verdict: str
     assert isinstance(task, Task)
     cand = MPI_DOT.replace("    MPI_Reduce(", f"    {writes}\n    MPI_Reduce(")
     assert cand != MPI_DOT
-    ev = CFamilyEvaluator(task, get_sandbox("local", "mpi"), EvalConfig(), Path(tempfile.mkdtemp(prefix="kernopt-test-")))
-    try:
-        result, _ = ev.check_untimed(Candidate(files={"kernel.c": cand}))
-    finally:
-        ev.close()
-    if verdict == "ok":
-        assert result.status == "ok", result.reason
-    else:
-        assert result.status == "rejected" and f"modified its input '{verdict}'" in result.reason, result.reason
+    _assert_untimed_verdict(task, "mpi", cand, verdict)

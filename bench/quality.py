@@ -121,6 +121,8 @@ class TaskQuality:
     speedups: list[float] = field(default_factory=list)
     significant: int = 0
     false_wins: int = 0
+    busy: int = 0  # machine_busy verdicts (never significant: a busy run must not pass for a quiet one)
+    reruns: int = 0  # timing rounds re-run because the machine disturbed them
     failures: list[str] = field(default_factory=list)
     overhead: Overhead = field(default_factory=Overhead)
     cv_within: float | None = None
@@ -147,9 +149,12 @@ def measure(task_dir: str, args: argparse.Namespace) -> TaskQuality:
                 q.speedups.append(r.timing.speedup)
                 q.significant += r.faster
                 q.false_wins += r.faster and r.timing.speedup >= args.threshold
+                q.busy += "machine_busy" in r.flags
+                q.reruns += len(r.timing.reruns)
                 q.overhead.add(wall, r, task.timing.reps, task.timing.warmup)
                 q.load.append(os.getloadavg()[0])
-                print(f"  {q.name}: A/A {i + 1}/{args.repeats}: {r.timing.speedup:.3f}x{' significant' if r.faster else ''}, "
+                print(f"  {q.name}: A/A {i + 1}/{args.repeats}: {r.timing.speedup:.3f}x{' significant' if r.faster else ''}"
+                      f"{' machine_busy' if 'machine_busy' in r.flags else ''}, {len(r.timing.reruns)} rounds re-run, "
                       f"{wall:.1f} s, load {q.load[-1]:.2f}", file=sys.stderr, flush=True)
         if "cv" in args.parts:
             groups, failed = time_interleaved(ev, {"base": Binary(ev.baseline_binary(), task.timing.threads, task.timing.ranks, None)},
@@ -195,11 +200,12 @@ def tables(rows: list[TaskQuality], args: argparse.Namespace) -> list[str]:
         lo, hi = clopper_pearson(k, n)
         out += [f"A/A: each baseline against itself, full protocol, {args.repeats} evaluations per task; false win = judged "
                 f"significantly faster and ≥ {args.threshold:.2f}x", "",
-                "| task | evaluations | median speedup | min | max | significant | false wins | failed |", "|---|---|---|---|---|---|---|---|"]
+                "| task | evaluations | median speedup | min | max | significant | false wins | machine_busy | rounds re-run | failed |",
+                "|---|---|---|---|---|---|---|---|---|---|"]
         for r in rows:
             if r.speedups:
                 out.append(f"| {r.name} | {len(r.speedups)} | {statistics.median(r.speedups):.3f} | {min(r.speedups):.3f} | "
-                           f"{max(r.speedups):.3f} | {r.significant} | {r.false_wins} | {len(r.failures)} |")
+                           f"{max(r.speedups):.3f} | {r.significant} | {r.false_wins} | {r.busy} | {r.reruns} | {len(r.failures)} |")
         loads = [x for r in rows for x in r.load]
         out += [f"Load average (1 min) after each evaluation: median {statistics.median(loads):.2f}, max {max(loads):.2f} "
                 f"(the evaluated programs themselves count for about 1).", ""]

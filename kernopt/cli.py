@@ -47,10 +47,13 @@ def user_errors(fn: F) -> F:
     def wrapper(*args: Any, **kwargs: Any) -> Any:
         from rich.markup import escape
 
-        from kernopt.errors import InfraError, UserError
+        from kernopt.errors import InfraError, TaskBuildError, UserError
 
         try:
             return fn(*args, **kwargs)
+        except TaskBuildError as e:  # the task's own harness or baseline does not compile: the user's to fix
+            err.print(f"[bold red]error:[/] {escape(e.one_line())}", highlight=False, soft_wrap=True)
+            raise typer.Exit(2) from None
         except UserError as e:
             err.print(f"[bold red]error:[/] {escape(str(e))}", highlight=False, soft_wrap=True)
             raise typer.Exit(2) from None
@@ -67,14 +70,16 @@ def json_errors(fn: F) -> F:
 
     @functools.wraps(fn)
     def wrapper(*args: Any, **kwargs: Any) -> Any:
-        from kernopt.errors import InfraError, UserError
+        from kernopt.errors import InfraError, TaskBuildError, UserError
 
         try:
             return fn(*args, **kwargs)
         except (UserError, InfraError) as e:
             if kwargs.get("as_json"):
-                kind = "user_error" if isinstance(e, UserError) else "infra_error"
-                sys.stdout.write(json.dumps({"status": kind, "error": str(e), "speedup": None, "significant": False}, indent=2) + "\n")
+                user = isinstance(e, (UserError, TaskBuildError))
+                line = e.one_line() if isinstance(e, TaskBuildError) else str(e)
+                sys.stdout.write(json.dumps({"status": "user_error" if user else "infra_error", "error": line, "speedup": None,
+                                             "significant": False}, indent=2) + "\n")
             raise
 
     return wrapper  # type: ignore[return-value]
@@ -220,29 +225,12 @@ def check_run_model(config: Any) -> None:
         check_model(config.model)
 
 
-TASK_BUILD_FAILURES = ("task baseline fails to build", "task harness does not build")
-
-
-def task_build_error(e: Exception) -> Optional[str]:
-    """The one line for an error that says the task's own baseline or harness does not compile (the
-    compiler's `error:` line in it), None for any other error."""
-    text = str(e)
-    if not text.startswith(TASK_BUILD_FAILURES):
-        return None
-    head = text.split(":", 1)[0]
-    first = next((ln.strip() for ln in text.splitlines() if "error:" in ln), text.splitlines()[0])
-    if first.startswith(head):
-        return first[:400]
-    return f"{head}: {first[:300]}"
-
-
 def check_task_builds(task: Any, sb: Any, eval_config: Any) -> None:
-    """Build the task's harness and baseline once (a UserError naming the compiler's error when either does
-    not compile), so a broken task ends before anything is created or measured."""
+    """Build the task's harness and baseline once (a TaskBuildError naming the compiler's error when either does
+    not compile: one line, exit 2), so a broken task ends before anything is created or measured."""
     import shutil
     import tempfile
 
-    from kernopt.errors import InfraError, UserError
     from kernopt.evaluators import get_evaluator
 
     workroot = Path(tempfile.mkdtemp(prefix="kernopt-check-"))
@@ -252,11 +240,6 @@ def check_task_builds(task: Any, sb: Any, eval_config: Any) -> None:
         if build is not None:
             with ev.session():  # type: ignore[attr-defined]
                 build()
-    except InfraError as e:
-        line = task_build_error(e)
-        if line is None:
-            raise
-        raise UserError(line) from None
     finally:
         ev.close()
         shutil.rmtree(workroot, ignore_errors=True)
@@ -394,7 +377,7 @@ def eval_cmd(
 
     from kernopt.candidate import Candidate
     from kernopt.config import EvalConfig
-    from kernopt.errors import InfraError, UserError
+    from kernopt.errors import UserError
     from kernopt.evaluators import get_evaluator
     from kernopt.hw.probe import profile_for_task
     from kernopt.sandbox import get_sandbox
@@ -423,12 +406,7 @@ def eval_cmd(
             from rich.markup import escape
 
             ev.on_phase = lambda text: spinner.update(f"evaluating {escape(str(candidate))} on {task.name}: {escape(text)}")
-            result = ev.evaluate(cand)
-    except InfraError as e:
-        line = task_build_error(e)  # the task's own baseline or harness does not compile: the user's to fix
-        if line is None:
-            raise
-        raise UserError(line) from None
+            result = ev.evaluate(cand)  # a task that does not build: TaskBuildError, one line and exit 2 (user_errors)
     finally:
         ev.close()
     if as_json:

@@ -46,6 +46,11 @@ def describe_exit(r: ExecResult) -> str:
     return f"exited with code {r.returncode}"
 
 
+def first_error(stderr: str, fallback: str = "") -> str:
+    """The compiler's first line that reports an error (its notes and source excerpts may be many)."""
+    return next((ln.strip() for ln in stderr.splitlines() if "error" in ln), fallback)
+
+
 # Progress of one evaluation, for display: "building", "verifying at n=1,7,33 on 2 threads", "timing round 2/5".
 # The core never prints: the CLI sets the evaluator's `on_phase` to its display's hook.
 PhaseFn = Callable[[str], None]

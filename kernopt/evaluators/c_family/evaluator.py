@@ -25,9 +25,9 @@ from typing import TYPE_CHECKING
 from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
-from kernopt.errors import InfraError, ToolMissing
+from kernopt.errors import InfraError, TaskBuildError, ToolMissing
 from kernopt.evaluators import stats
-from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, tail
+from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, first_error, tail
 from kernopt.evaluators.c_family import optinfo, race
 from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
 from kernopt.evaluators.c_family.static_gate import check_object, check_source
@@ -112,8 +112,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 r = self.run_step([self.task.compiler, *self._base_flags(), *extra, "-I.", "-c", name, "-o", out],
                               d, self.config.build_timeout_s)
                 if not r.ok:  # the compiler's first error line first (its notes and source lines may be many)
-                    first = next((ln.strip() for ln in r.stderr.splitlines() if "error" in ln), "")
-                    raise InfraError(f"task harness does not build ({name}): {first[:300]}"
+                    first = first_error(r.stderr)
+                    raise TaskBuildError(f"task harness does not build ({name}): {first[:300]}"
                                      + (f"\n{tail(r.stderr, 5)}" if first else tail(r.stderr, 5)))
             r = self.run_step(["gcc", "-O2", "-I.", "monitor.c", "-o", "monitor"], d, self.config.build_timeout_s)
             if not r.ok:
@@ -157,8 +157,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if r.returncode == _INSPECT_FAILED and not linked:
                 raise EvalFail("rejected", f"the compiled kernel could not be inspected: {tail(compile_err, 1)[:300]}")
             if not linked or not all(f.is_file() for f in inspected):
-                first = next((ln for ln in compile_err.splitlines() if "error" in ln), tail(compile_err, 1) or describe_exit(r))
-                raise EvalFail("compile_error", f"{kernel_name} does not compile: {first.strip()[:300]}", tail(compile_err))
+                first = first_error(compile_err, tail(compile_err, 1).strip() or describe_exit(r))
+                raise EvalFail("compile_error", f"{kernel_name} does not compile: {first[:300]}", tail(compile_err))
             why = check_object(self.task, *(f.read_text(errors="replace") for f in inspected))
             if why:
                 raise EvalFail("rejected", why)
@@ -190,7 +190,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             try:
                 self._baseline, _ = self.build(base)
             except EvalFail as f:
-                raise InfraError(f"task baseline fails to build: {f.reason}") from None
+                raise TaskBuildError(f"task baseline fails to build: {f.reason}") from None
         return self._baseline
 
     # ---------------------------------------------------------------- running

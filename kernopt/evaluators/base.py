@@ -15,6 +15,7 @@ from pathlib import Path
 
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
+from kernopt.evaluators.result import TimingStats
 from kernopt.sandbox import ExecResult, Limits, Sandbox
 
 
@@ -73,6 +74,12 @@ class SandboxedEvaluator:
         if self.on_phase is not None:
             with contextlib.suppress(Exception):
                 self.on_phase(text)
+
+    def timing_flags(self, timing: TimingStats) -> list[str]:
+        """Review flags of a timed result, the evaluation's and the re-measurement's alike (the summary reports
+        the re-measurement's: a 485x cuda-c speedup on the H100 once came without its implausible_speedup flag)."""
+        flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
+        return flags + ([] if timing.consistent else ["timing_inconsistent"]) + (["machine_busy"] if timing.machine_busy else [])
 
     @contextlib.contextmanager
     def session(self) -> Iterator[None]:

@@ -386,7 +386,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     shutil.rmtree(p, ignore_errors=True)
 
     def _doing(self, what: str, candidate: Candidate) -> str:
-        """What this evaluation holds the host lock for, as waiters see it: 'timing gemm c0007 (kernopt optimize)'."""
+        """What this evaluation holds the host lock for, as waiters see it: 'timing gemm c0007'."""
         return f"{what} {self.task.name} {candidate.id}"
 
     def _binary(self, path: Path, candidate: Candidate | None, threads: int | None = None, ranks: int | None = None) -> Binary:
@@ -567,12 +567,6 @@ class CFamilyEvaluator(SandboxedEvaluator):
         return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
                           reason=f"re-measured; {timing.describe()}", flags=self.timing_flags(timing),
                           verification=Verification(timed_outputs_checked=True), roofline=self.roofline_for(timing))
-
-    def timing_flags(self, timing: TimingStats) -> list[str]:
-        """Review flags of a timed result, the evaluation's and the re-measurement's alike (the summary reports
-        the re-measurement's: a 485x cuda-c speedup on the H100 once came without its implausible_speedup flag)."""
-        flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
-        return flags + ([] if timing.consistent else ["timing_inconsistent"]) + (["machine_busy"] if timing.machine_busy else [])
 
     def roofline_for(self, timing: TimingStats) -> Roofline | None:
         """The candidate's roofline figures for this timing: None when the task declares no [roofline], the

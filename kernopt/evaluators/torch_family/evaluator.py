@@ -254,17 +254,13 @@ class TorchEvaluator(SandboxedEvaluator):
                 ver.timed_outputs_checked = True
                 phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=self._flags(timing), phase_s=phases, resources=resources_)
+                              timing=timing, flags=self.timing_flags(timing), phase_s=phases, resources=resources_)
         except EvalFail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s=phases, resources=resources_)
         finally:
             self._cleanup(ext.parent if ext is not None else None)
-
-    def _flags(self, timing: TimingStats) -> list[str]:
-        flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
-        return flags + ([] if timing.consistent else ["timing_inconsistent"])
 
     # ---------------------------------------------------------------- cuda (kernopt/evaluators/torch_build.py)
     def nvcc_resources(self, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
@@ -385,7 +381,7 @@ class TorchEvaluator(SandboxedEvaluator):
             finally:
                 self._cleanup(ext.parent if ext is not None else None)
             return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
-                              reason=f"re-measured; {timing.describe()}", flags=self._flags(timing),
+                              reason=f"re-measured; {timing.describe()}", flags=self.timing_flags(timing),
                               verification=Verification(timed_outputs_checked=True, device=dev.label))
 
     def close(self) -> None:

@@ -245,11 +245,13 @@ def summary_legend(s: dict[str, Any]) -> list[str]:
         words += list(s.get("race_checks") or {})
     if s.get("best_candidate"):
         words.append("significant" if s.get("best_significant") else "not significant")
-    meanings = legend([*words, *sorted(flags)])
-    if meanings:
-        lines.append("[dim]what these mean:[/]")
-        lines += [f"[dim]  {escape(m)}[/]" for m in meanings]
-    return lines
+    return lines + legend_lines([*words, *sorted(flags)])
+
+
+def legend_lines(words: list[str], indent: str = "") -> list[str]:
+    """'what these mean:' and one dim line per word that has a meaning (kernopt.verdicts); nothing when none has."""
+    meanings = legend(words)
+    return [f"{indent}[dim]what these mean:[/]", *(f"{indent}[dim]  {escape(m)}[/]" for m in meanings)] if meanings else []
 
 
 def print_eval(console: Console, task: str, r: EvalResult) -> None:
@@ -283,11 +285,8 @@ def print_eval(console: Console, task: str, r: EvalResult) -> None:
         console.print("  compiler report (gcc):", highlight=False)
         console.print("\n".join(f"    {ln}" for ln in r.compiler_report.splitlines()), markup=False, highlight=False)
     words = shown(r) if v.sizes or v.shapes or r.timing else [r.status, *r.flags]  # what the lines above show
-    meanings = legend(words)
-    if meanings:
-        console.print("  [dim]what these mean:[/]", highlight=False)
-        for m in meanings:
-            console.print(f"  [dim]  {escape(m)}[/]", highlight=False, soft_wrap=True)
+    for line in legend_lines(words, "  "):
+        console.print(line, highlight=False, soft_wrap=True)
 
 
 def print_profile(console: Console, prof: HardwareProfile, path: Path, cached: bool) -> None:

@@ -143,11 +143,6 @@ class Verify(_Strict):
         return (self.rtol if o.rtol is None else o.rtol, self.atol if o.atol is None else o.atol,
                 self.norm_rtol if o.norm_rtol is None else o.norm_rtol)
 
-    def span(self, name: str, n: int | None, size: int) -> tuple[int, int]:
-        """The compared elements of output `name` at size n (all of them when n is None or no range is set)."""
-        o = self.outputs.get(name)
-        return (0, size) if o is None or n is None else o.span(n, size)
-
     def part(self, name: str, n: int | None, size: int) -> slice | np.ndarray:
         """What of output `name` is compared at size n, as an index for a flat array: a slice, or a boolean mask
         (a triangle). Everything when n is None or nothing is set."""

@@ -104,7 +104,7 @@ def test_per_output_settings_load(small_task: Path) -> None:
           'range = ["0", "n*(n+1)/2"]')
     task = load_task(small_task)
     assert task.family == "c" and task.verify.scratch == ["a"]
-    assert task.verify.tolerances("c") == (0.0, 1e-12, 1e-12) and task.verify.span("c", 4, 16) == (0, 10)
+    assert task.verify.tolerances("c") == (0.0, 1e-12, 1e-12) and task.verify.part("c", 4, 16) == slice(0, 10)
 
 
 @needs("gcc")

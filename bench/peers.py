@@ -61,7 +61,7 @@ from kernopt.evaluators.base import (  # noqa: E402
     tail,
 )
 from kernopt.evaluators.c_family.compare import DriverRun  # noqa: E402
-from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, Toolchain  # noqa: E402
+from kernopt.evaluators.c_family.evaluator import POLLY_FLAGS, CFamilyEvaluator, Toolchain, polly_toolchain  # noqa: E402
 from kernopt.evaluators.result import TimingStats, Verification  # noqa: E402
 from kernopt.hw.probe import HardwareProfile, ensure_profile  # noqa: E402
 from kernopt.hw.roofline import roofline  # noqa: E402
@@ -73,7 +73,6 @@ from kernopt.task import Task, load_task  # noqa: E402
 Groups = list[list[float]]
 BASE = "serial"
 DOC = REPO / "docs" / "benchmarks.md"
-POLLY_FLAGS = ("-mllvm", "-polly", "-mllvm", "-polly-parallel")
 
 
 # ---------------------------------------------------------------- the programs
@@ -97,11 +96,10 @@ def peer_toolchains(task: Task, cores: int) -> list[tuple[str, str, Toolchain]]:
     -fopenmp for OpenMP tasks) first, then these; the link is the task's (gcc), plus -lgomp, since both
     auto-parallelizers emit libgomp calls (gcc adds it itself only when it links with -ftree-parallelize-loops,
     and the link here is the task's, without it; OpenMP tasks link it through -fopenmp anyway)."""
-    cpp = task.language == "cpp"
-    gcc, clang = ("g++", "clang++") if cpp else ("gcc", "clang")
+    gcc = "g++" if task.language == "cpp" else "gcc"
     return [("native", "-O3 -march=native", Toolchain(gcc, ("-march=native",))),
             ("autopar", f"gcc autopar ({cores})", Toolchain(gcc, ("-march=native", f"-ftree-parallelize-loops={cores}"), ("-lgomp",))),
-            ("polly", "clang Polly parallel", Toolchain(clang, ("-march=native", *POLLY_FLAGS), ("-lgomp",)))]
+            ("polly", "clang Polly parallel", polly_toolchain(task.language))]
 
 
 def polly_problem() -> str | None:
@@ -302,6 +300,7 @@ def verdict(results: dict[str, dict[str, Variant]], bounds: dict[str, tuple[str,
         ratio = mine / peers[best]
         out.append(f"- **Tuner against the best auto-parallelizer:** geometric mean {mine:.2f}x against {label}'s {peers[best]:.2f}x: "
                    f"**{ratio:.2f}x** ({'meets' if ratio >= 1.2 else 'misses'} the target of at least 1.2x).")
+    out += reach(results)
     compute = [(name, vs, b) for name, vs in results.items() if (b := bounds.get(name)) is not None and b[0] == "compute"]
     for name, vs, (_, fraction) in compute:
         v = vs["kernopt"]
@@ -312,6 +311,27 @@ def verdict(results: dict[str, dict[str, Variant]], bounds: dict[str, tuple[str,
         out.append(f"- **{name}** (compute-bound): tuner {speedup:.2f}x, {'at least' if speedup >= 1.7 else 'below'} 1.7x "
                    f"(85% of the 2-core ceiling); at {100 * fraction:.3g}% of the compute roof.")
     return out
+
+
+def reach(results: dict[str, dict[str, Variant]], target: float = 1.5) -> list[str]:
+    """Issue 17's suite checks: how many tasks the tuner's program makes at least `target` times faster, significantly
+    by the evaluator's rule (a program that did not verify counts as not), and which, if any, it makes
+    significantly slower than the baseline (the interval's upper end below 1)."""
+    reached, slower = [], []
+    for i, (name, vs) in enumerate(results.items()):
+        v = vs["kernopt"]
+        if v.status != "ok":
+            continue
+        t = judge(vs[BASE].groups, v.groups, seed=i)
+        if t.speedup >= target and t.significant:
+            reached.append(name)
+        if t.ci_high < 1.0:
+            slower.append(f"{name} {t.speedup:.2f}x")
+    n = len(results)
+    share = len(reached) / n
+    return [f"- **Tasks at a verified, significant {target}x or more:** {len(reached)} of {n} ({100 * share:.0f}%; "
+            f"{'meets' if share >= 0.8 else 'misses'} the target of at least 80%).",
+            f"- **Tuner's best slower than the baseline** (interval below 1.00x): {', '.join(slower) if slower else 'none'}."]
 
 
 def roofline_figures(task: Task, variants: dict[str, Variant], profile: HardwareProfile | None) -> tuple[str, tuple[str, float] | None]:
@@ -409,6 +429,7 @@ def main(argv: list[str] | None = None) -> int:
     profile = None if args.no_roofline else ensure_profile(get_sandbox("local"), lambda line: print(line, file=sys.stderr))
     tuner_note = f"--tuner-runs {args.tuner_runs}" if args.tuner_runs else f"tuner budget {args.budget} per task"
     print(f"peers: {len(args.tasks)} tasks, {args.rounds} interleaved rounds, {tuner_note}; Polly: {polly or 'available'}", file=sys.stderr)
+    command = "python bench/peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
     results: dict[str, dict[str, Variant]] = {}
     rooflines: dict[str, str] = {}
     bounds: dict[str, tuple[str, float] | None] = {}
@@ -418,19 +439,14 @@ def main(argv: list[str] | None = None) -> int:
         name = f"{task.target}/{task.name}"
         results[name] = run_task(task, args, polly, log)
         rooflines[name], bounds[name] = roofline_figures(task, results[name], profile)
+        print(f"  {name}: done: " + table({name: results[name]})[-1], file=sys.stderr, flush=True)
+        if args.save:  # after every task: a run stopped half-way still leaves what it measured
+            save(args.save, info, command, results, rooflines)
     lines = table(results, None if profile is None else rooflines)
     checks = verdict(results, bounds)
     lines += ["", *checks] if checks else []
-    command = "python bench/peers.py " + " ".join(sys.argv[1:] if argv is None else argv)
     print("\n".join(lines))
     print("\n".join(["", *log]))
-    if args.save:
-        args.save.write_text(json.dumps({"machine": info, "command": command, "tasks": {
-            name: {k: {"label": v.label, "status": v.status, "reason": v.reason, "groups": v.groups,
-                       "toolchain": None if v.toolchain is None else [v.toolchain.compiler, *v.toolchain.cflags],
-                       "parallel_loops": v.parallel_loops,
-                       "candidate": None if v.candidate is None else v.candidate.idea} for k, v in vs.items()}
-            | {"roofline": rooflines.get(name)} for name, vs in results.items()}}, indent=1))
     if args.markdown:
         roofs = "no roofline column" if profile is None else "roofs (kernopt hw probe): " + ", ".join(
             f"{t} thread{'s' * (t > 1)} {profile.peak_at(t):.1f} GFLOP/s and {profile.bandwidth_at(t):.1f} GB/s" for t in sorted(profile.peak_gflops))
@@ -441,6 +457,16 @@ def main(argv: list[str] | None = None) -> int:
         update_markdown(args.markdown, "peers", "\n".join(body))
         print(f"\nwrote the table into {args.markdown}", file=sys.stderr)
     return 0
+
+
+def save(path: Path, info: dict[str, str], command: str, results: dict[str, dict[str, Variant]], rooflines: dict[str, str]) -> None:
+    """The raw per-process timings and verdicts of the tasks measured so far, as JSON."""
+    path.write_text(json.dumps({"machine": info, "command": command, "tasks": {
+        name: {k: {"label": v.label, "status": v.status, "reason": v.reason, "groups": v.groups,
+                   "toolchain": None if v.toolchain is None else [v.toolchain.compiler, *v.toolchain.cflags],
+                   "parallel_loops": v.parallel_loops,
+                   "candidate": None if v.candidate is None else v.candidate.idea} for k, v in vs.items()}
+        | {"roofline": rooflines.get(name)} for name, vs in results.items()}}, indent=1))
 
 
 if __name__ == "__main__":

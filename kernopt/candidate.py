@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -19,6 +20,10 @@ class Candidate(BaseModel):
     threads: int | None = Field(None, description="OpenMP threads for timing; None = the task's default.")
     ranks: int | None = Field(None, description="MPI ranks for timing; None = the task's default.")
     bind: str | None = Field(None, description="Thread/rank binding: 'close', 'spread', 'none' (None = task default).")
+    toolchain: Literal["polly"] | None = Field(
+        None, description="Build the kernel object with a compiler's own loop optimizer instead of the task's compiler: "
+                          "'polly' = clang -O3 -march=native with Polly's polyhedral optimizer and its parallel loops "
+                          "(C/C++ CPU kernels without OpenMP pragmas of their own). None = the task's compiler.")
     parent: str | None = Field(None, description="Id of the candidate this was derived from.")
     idea: str = Field("", description="One line saying what this candidate changes.")
     author: str = Field("", description="Who proposed it: 'baseline', 'user', 'tuner', a model name.")
@@ -32,4 +37,6 @@ class Candidate(BaseModel):
     def id(self) -> str:
         """Stable content hash: two candidates with the same program and knobs share an id."""
         key = self.model_dump(include={"files", "cflags", "defines", "threads", "ranks", "bind"})
+        if self.toolchain is not None:  # only when set: every id from before the knob stays as it was
+            key["toolchain"] = self.toolchain
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

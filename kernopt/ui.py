@@ -212,6 +212,14 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         for step in s.get("best_lineage") or [s.get("best_idea", "")]:
             console.print(f"      + {escape(str(step))}", highlight=False)
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
+        for r in s.get("refuted") or []:  # better candidates of the search whose re-measurement did not hold up
+            console.print(f"      not confirmed: {r['candidate']}, {r['search_speedup'] or 0:.2f}x in the search; "
+                          f"{escape(str(r['reason']).removeprefix('re-measured; '))}", highlight=False)
+    elif s.get("refuted"):
+        console.print("[bold]best:[/] the baseline: no candidate's speedup held up when re-measured in a fresh sandbox")
+        for r in s["refuted"]:
+            console.print(f"      {r['candidate']}: {r['search_speedup'] or 0:.2f}x in the search; "
+                          f"{escape(str(r['reason']).removeprefix('re-measured; '))}", highlight=False)
     else:
         console.print("[bold]best:[/] no candidate was verified and significantly faster than the baseline")
     if s.get("best_roofline"):

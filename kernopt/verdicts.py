@@ -12,8 +12,9 @@ if TYPE_CHECKING:
 
 # EvalResult.flags
 FLAGS: dict[str, str] = {
-    "implausible_speedup": "above the plausible bound (eval.plausible_max_speedup): re-measured in a fresh sandbox "
-                           "before it counts; a real large win survives that, a timing artefact does not",
+    "implausible_speedup": "above the plausible bound (eval.plausible_max_speedup, 10x unless set): re-measured in a "
+                           "fresh sandbox before it counts; routine for a real large win (a blocked, vectorized rewrite "
+                           "of a naive loop), which survives that, while a timing artefact does not",
     "timing_inconsistent": "the kernel times the monitor measured do not add up to the process wall clock, so it is "
                            "not counted as faster (interference, or a kernel that works outside the timed call)",
     "no_gpu_timing": "no GPU here: verified with the Triton interpreter or only compiled, never timed, so no speedup "

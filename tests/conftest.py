@@ -37,6 +37,26 @@ def small_task(tmp_path: Path) -> Path:
     return dst
 
 
+@pytest.fixture
+def private_host_lock(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A host lock of the test's own: tests that check results, not timings, must not queue behind the timing
+    phases of other kernopt work on the machine (subprocesses inherit it too)."""
+    monkeypatch.setenv("KERNOPT_HOST_LOCK", str(tmp_path / "host.lock"))
+
+
+@pytest.fixture
+def small_evaluator(small_task: Path) -> Iterator[object]:
+    """A C-family evaluator of small_task, local sandbox, default settings."""
+    from kernopt.config import EvalConfig
+    from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
+    from kernopt.sandbox import get_sandbox
+    from kernopt.task import load_task
+    with enterable_tmpdir("kernopt-test-ev-") as d:
+        ev = CFamilyEvaluator(load_task(small_task), get_sandbox("local"), EvalConfig(), d / "ev")
+        yield ev
+        ev.close()
+
+
 def needs(*tools: str) -> pytest.MarkDecorator:
     missing = [t for t in tools if shutil.which(t) is None]
     return pytest.mark.skipif(bool(missing), reason=f"needs {', '.join(missing)}")

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -243,9 +244,32 @@ def test_planner_and_executor_get_the_machine_tolerances_gates_and_knobs(task: T
             assert "vector ISA: " in prompt
         if cpu()["caches"]:
             assert "caches (per cpu0): L1d" in prompt
+        if "cpu family" in Path("/proc/cpuinfo").read_text():  # x86: the generation, not only "AMD EPYC"
+            assert re.search(r"CPU: .+ \(family \d+, model \d+", prompt), role
     planner = model.calls[0][1][0]["content"]
     assert "Knobs an idea may set besides the code: cflags from -O2 -O3" in planner and "threads 1/2;" in planner
     state.profile = profile({1: 12.5, 2: 6.0}, {1: 30.0, 2: 60.0})  # more threads, less bandwidth: measured while busy
     model = FakeModel(planner=[PLAN3], executor=[f"```c kernel.c\n{PARALLEL}```"])
     LLMPolicy(model).plan(state, 2)
     assert "this profile looks disturbed (more threads gave less bandwidth)" in model.calls[0][1][0]["content"]
+
+
+def test_the_rest_of_a_plan_is_revised_after_three_ideas(task: Task) -> None:
+    """A plan of five: after three were measured, the planner is asked again with the two it has not reached
+    (to keep, reorder or replace in the light of the results and critiques since); they are logged as dropped
+    by the revision, and the revised plan's ideas are the ones executed next."""
+    plan5 = {"ideas": [{"idea": f"idea {i}", "rationale": f"because {i}", "kind": "tiling"} for i in range(1, 6)]}
+    revised = {"ideas": [{"idea": "the critic's favourite", "rationale": "suggested twice", "kind": "tiling"},
+                         {"idea": "idea 5", "rationale": "still good", "kind": "tiling"}]}
+    codes = [PARALLEL, INTERCHANGE, TILED, PARALLEL + "\n// five\n", TILED + "\n// four\n"]
+    model = FakeModel(planner=[json.dumps(plan5), json.dumps(revised)], executor=[f"```c kernel.c\n{c}```" for c in codes])
+    state, events = state_for(task)
+    GreedySearch(SearchConfig(max_candidates=5, batch=4), LLMPolicy(model), lambda c: (ok_result(c, 1.5), False), Hooks()).run(state)
+    assert model.roles() == ["planner", "executor", "executor", "executor", "planner", "executor", "executor"]
+    second = [m for r, m in model.calls if r == "planner"][1][-1]["content"]
+    assert "## Your previous plan, not yet executed" in second and "- idea 4 (because 4)" in second and "- idea 5" in second
+    assert "2 candidate evaluations left" in second
+    assert [c.idea for c, _ in state.history] == ["idea 1", "idea 2", "idea 3", "the critic's favourite", "idea 5"]
+    dropped = [e for e in events.of("idea_dropped") if e["reason"].startswith("revised")]
+    assert [e["idea"] for e in dropped] == ["idea 4", "idea 5"]
+    assert [p["revision"] for p in events.of("plan")] == [False, True]

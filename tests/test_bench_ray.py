@@ -241,18 +241,39 @@ def _workers_of(cluster: Cluster) -> list[int]:
     return mine
 
 
+def _runs_evaluating(cluster: Cluster) -> int:
+    """How many of this cluster's workers have a run on their node that logged at least one evaluation."""
+    workers = set()  # the Ray worker processes that unpacked the items: the parents of the kernopt workers
+    for pid in _workers_of(cluster):
+        try:
+            workers.add(Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[1])
+        except (OSError, IndexError):
+            continue
+    n = 0
+    for tmp in Path(tempfile.gettempdir()).glob("kernopt-ray-*"):
+        try:
+            if (tmp / OWNER_FILE).read_text().strip() not in workers:
+                continue
+            n += any('"type": "eval"' in f.read_text() for f in tmp.glob("runs/*/events.jsonl"))
+        except OSError:
+            continue
+    return n
+
+
 @needs("gcc")
 def test_interrupt_sends_the_runs_back(cluster: Cluster, tmp_path: Path) -> None:
     bench = tmp_path / "i"
     proc = subprocess.Popen([sys.executable, "-m", "kernopt", "bench", *map(str, TASKS), "--executor", "ray", "--address", cluster.address,
-                             "--jobs", "2", "--budget", "50", *QUICK, "--benches-dir", str(tmp_path), "--name", "i"],
+                             "--jobs", "2", "--budget", "50", *QUICK, "--set", "eval.rounds=15", "--benches-dir", str(tmp_path), "--name", "i"],
                             cwd=REPO, env=cluster.env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))  # a shell's background job ignores it
-    deadline = time.monotonic() + 120
-    while len(_workers_of(cluster)) < 2 and time.monotonic() < deadline:
+    # interrupt once both runs have logged an evaluation on their nodes, not after a fixed sleep: a small_gemm run
+    # at 3 rounds ends in about 10 s, and on a loaded CI machine a fixed sleep once let one finish first
+    deadline = time.monotonic() + 180
+    while _runs_evaluating(cluster) < 2 and time.monotonic() < deadline:
         assert proc.poll() is None, proc.communicate()[1][-3000:]
         time.sleep(0.2)
-    time.sleep(6)  # both runs are under way on their nodes
+    assert _runs_evaluating(cluster) == 2, "the two runs did not start evaluating within 180 s"
     proc.send_signal(signal.SIGINT)
     _, stderr = proc.communicate(timeout=60)
     assert proc.returncode == 130, stderr[-3000:]

@@ -359,3 +359,86 @@ def test_array_reduction_pragmas_compile(tmp_path: Path) -> None:
                 clause = "".join(f" reduction({op}:{a}[:{ext}])" for op, a, ext in lp.array_reductions)
                 src = insert_pragma(src, lp, f"#pragma omp parallel for{clause}")
         assert "[:" in src and compiles(tmp_path, src) == ""
+
+
+# A local accumulator array of constant size, two-dimensional (k-means' centroid sums), beside a 1-D pointer one.
+LOCAL_ARRAYS = """#define K 4
+#define D 3
+void f(long n, const double *p, const int *lab, double *out, int *count, double (*q)[D], long m) {
+    double sums[K][D];
+    double vla[m][D];
+    int plain[K * 2];
+    for (int c = 0; c < K; c++) count[c] = 0;
+    for (int c = 0; c < K; c++) for (int d = 0; d < D; d++) { sums[c][d] = 0.0; vla[c][d] = 0.0; }
+    for (long i = 0; i < n; i++) {
+        int b = lab[i];
+        count[b]++;
+        for (int d = 0; d < D; d++) sums[b][d] += p[i * D + d];
+        plain[b % 8] += 1;
+    }
+    for (long i = 0; i < n; i++) for (int d = 0; d < D; d++) q[lab[i]][d] += p[i * D + d];
+    for (long i = 0; i < n; i++) for (int d = 0; d < D; d++) vla[lab[i]][d] += 1.0;
+    for (long i = 0; i < K; i++) for (int d = 0; d < D; d++) sums[i][d] += 1.0;
+    for (int c = 0; c < K; c++) for (int d = 0; d < D; d++) out[c * D + d] = sums[c][d] + vla[c][d];
+}
+"""
+
+
+def test_whole_local_array_reductions() -> None:
+    got = {(lp.line, lp.var): lp.array_reductions for lp in analyze(LOCAL_ARRAYS)}
+    # sums[b][d] over i, b data-dependent: the whole array; plain is a local array of constant size too
+    assert got[(8, "i")] == (("+", "count", "K"), ("+", "plain", ""), ("+", "sums", ""))
+    assert got[(14, "i")] == ()  # q is a parameter (a pointer to rows): no size to reduce over
+    assert got[(15, "i")] == ()  # a VLA: not a constant-size list item
+    assert got[(16, "i")] == ()  # sums[i][d]: each iteration its own row, an ordinary parallel write
+
+
+@needs_gcc
+def test_whole_local_array_reduction_compiles(tmp_path: Path) -> None:
+    lp = next(lp for lp in analyze(LOCAL_ARRAYS) if lp.line == 8)
+    from kernopt.agent.tuner import clauses
+    src = insert_pragma(LOCAL_ARRAYS, lp, f"#pragma omp parallel for{clauses(lp)}")
+    assert "reduction(+:count[:K], plain, sums)" in src and compiles(tmp_path, src) == ""
+
+
+def test_rotating_buffers_mark_a_time_loop_and_row_pointers_move_with_their_loop() -> None:
+    wave = """void f(long n, float *w, const float *c) {
+    float (*lev[3])[n];
+    for (int q = 0; q < 3; q++) lev[q] = (float (*)[n])(w + q * n * n);
+    for (int t = 0; t < 24; t++) {
+        float (*cur)[n] = lev[(t + 1) % 3], (*next)[n] = lev[(t + 2) % 3];
+        for (long i = 1; i < n - 1; i++)
+            for (long j = 1; j < n - 1; j++)
+                next[i][j] = cur[i - 1][j] + cur[i + 1][j] + c[i * n + j] * cur[i][j];
+    }
+}
+"""
+    t = next(lp for lp in analyze(wave) if lp.var == "t")
+    assert not t.uses_var  # t only picks buffers modulo 3: its iterations reuse them
+    q = next(lp for lp in analyze(wave) if lp.var == "q")
+    assert q.uses_var
+    rows = """void f(long rows, const double *x, double *y) {
+    for (long r = 0; r < rows; r++) {
+        double *yr = y + r * 64;
+        double s = 0.0;
+        for (int c = 0; c < 64; c++) { yr[c] = x[r * 64 + c] * 2.0; s += yr[c]; }
+        for (int c = 0; c < 64; c++) yr[c] /= s;
+    }
+}
+"""
+    r = next(lp for lp in analyze(rows) if lp.var == "r")
+    assert not r.recurrence and r.uses_var  # yr[c] is row r's own element: yr is declared from r
+    # an index that differs from the write's through the row pointer: the row's extent is unknown, so it may be
+    # another row's element (yr[c - 64] is row r - 1's): a recurrence, as the flat y[(r - 1) * 64 + c] is
+    for shifted in (rows.replace("yr[c] /= s;", "yr[c] /= yr[c - 64];"), rows.replace("yr[c] /= s;", "yr[c] /= yr[c + 1];")):
+        assert next(lp for lp in analyze(shifted) if lp.var == "r").recurrence
+    # only a pointer distinct per iteration moves: y + idx[r] * 64, y + (r / 2) * 64 need not be
+    for init in ("y + idx[r] * 64", "y + (r / 2) * 64"):
+        other = rows.replace("y + r * 64", init).replace("double *y)", "double *y, const long *idx)")
+        assert next(lp for lp in analyze(other) if lp.var == "r").recurrence, init
+    assert not next(lp for lp in analyze(rows.replace("y + r * 64", "&y[r * 64]")) if lp.var == "r").recurrence
+    ring = """void f(long n, long start, long m, const double *src, double *buf) {
+    for (long i = 0; i < n; i++) buf[(start + i) % m] = src[(start + i) % m];
+}
+"""
+    assert next(lp for lp in analyze(ring) if lp.var == "i").uses_var  # % m, a variable: no time loop

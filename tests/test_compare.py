@@ -153,7 +153,7 @@ SETUP = json.dumps({"setup": 3, "ranks": 1, "bufs": [{"name": "a", "dtype": 0, "
 
 def _call(i: int, **over: object) -> str:
     rec = {"call": i, "n": 3, "seed": 100 + i, "record": 1, "time": 0.001 * (i + 1), "cpu_in": 0.001, "cpu_out": 0.0005,
-           "mutated": None, "bytes": 72, "key": 5, "hash": 7, **over}
+           "others": -0.0004, "mutated": None, "bytes": 72, "key": 5, "hash": 7, **over}
     return json.dumps(rec)
 
 
@@ -167,6 +167,14 @@ def test_read_report_complete_with_nonce() -> None:
     c = run.calls[1]
     assert c.seed == 101 and c.time == pytest.approx(0.002) and c.mutated is None and c.file == "o_1.bin"
     assert (c.cpu_in, c.cpu_out, c.nbytes, c.key, c.digest) == (0.001, 0.0005, 72, 5, 7)
+    assert c.others == -0.0004  # the rest of the machine's CPU in the window, in clock ticks: may be a tick below 0
+
+
+def test_others_the_monitor_could_not_read_is_none() -> None:
+    """The monitor prints null when /proc/stat cannot be read (and an old report has no field): None, which the
+    busy-machine rule treats as disturbed (fails closed)."""
+    run = read_report(report(SETUP, _call(0, others=None), json.dumps({"done": "x"})), "x")
+    assert run.complete and run.calls[0].others is None
 
 
 def test_read_report_requires_the_nonce() -> None:
@@ -189,7 +197,8 @@ def test_the_monitors_error_is_the_reason() -> None:
     "{garbage", "[1, 2]", json.dumps({"surprise": 1}),
     _call(1),  # out of order
     _call(0, n=4),  # not the size set up
-    _call(0, time=-1.0), _call(0, time="fast"), _call(0, seed=2**64), _call(0, record=2), _call(0, mutated=["a"]),
+    _call(0, time=-1.0), _call(0, time="fast"), _call(0, others="idle"), _call(0, others=-1e8),
+    _call(0, seed=2**64), _call(0, record=2), _call(0, mutated=["a"]),
     _call(0, bytes=True), json.dumps({"setup": 3, "bufs": [{"name": "../x", "dtype": 9, "role": 1, "count": 1}]}),
     json.dumps({"setup": 3, "bufs": [{"name": "c", "dtype": 0, "role": 1, "count": 1, "file": "/etc/shadow"}]}),
     json.dumps({"setup": 3, "bufs": "x"}), json.dumps({"call": "crash"}), "{" * 100000 + "}" * 100000,

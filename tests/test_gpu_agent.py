@@ -8,7 +8,7 @@ from typing import Any
 import pytest
 
 from kernopt.agent.base import SearchState
-from kernopt.agent.critic import result_vars
+from kernopt.agent.critic import result_vars, standing
 from kernopt.agent.llm import Idea, LLMPolicy, allowed_knobs
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult, KernelResources
@@ -76,5 +76,6 @@ def test_critic_sees_resources_and_device() -> None:
     r = EvalResult(candidate_id="x", status="unverified", reason="compiled for sm_90; no GPU here",
                    resources=[KernelResources(name="saxpy_kernel", arch="sm_90", registers=40, spill_stores=8, spill_loads=8)])
     prompt = render("critic", **shared(state), code=state.task.baseline_source(),
-                    candidate={"id": "x", "idea": "i", "parent": None, "author": "user", "knobs": {}}, diff="", diff_note="", result=result_vars(r))
+                    candidate={"id": "x", "idea": "i", "parent": None, "author": "user", "knobs": {}}, diff="", diff_note="", result=result_vars(r),
+                    standing=standing(state, state.baseline))
     assert "saxpy_kernel: 40 registers, spills 8/8 B" in prompt and "unverified" in prompt

@@ -105,7 +105,7 @@ def known_weakness(r: EvalResult, weakness: str) -> None:
 
 
 # ---------------------------------------------------------------- the catalog, gate on
-# (file, status, substring of the reason) on tasks/triton/vector_add.
+# (file, status, substring of the reason, or a tuple of acceptable ones) on tasks/triton/vector_add.
 CASES = [
     # 1, 2: wrong outputs
     ("h01_identity.py", "wrong_answer", "outside tolerance"),
@@ -117,9 +117,10 @@ CASES = [
     ("h05c_first_call_only.py", "wrong_answer", "outside tolerance"),
     # 6: input checksums
     ("h06_mutates_input.py", "rejected", "modified its input 0"),
-    # 7: outputs poisoned before every call
-    ("h07_never_writes.py", "wrong_answer", "outside tolerance"),
-    ("h07_writes_half.py", "wrong_answer", "outside tolerance"),
+    # 7: outputs never written, or half written: torch.empty_like's memory holds whatever was there, so the
+    # compare reports it as out of tolerance or, where it happens to hold a NaN/inf, as not written
+    ("h07_never_writes.py", "wrong_answer", ("outside tolerance", "not written or not finite")),
+    ("h07_writes_half.py", "wrong_answer", ("outside tolerance", "not written or not finite")),
     # 9: reference fallbacks, caught by the static gate
     ("h09_reference_plus.py", "rejected", "`+` on tensors is the reference's own operation (add)"),
     ("h09_import_reference.py", "rejected", "importing the reference is not allowed"),
@@ -140,10 +141,10 @@ CASES = [
 
 
 @pytest.mark.parametrize("name,status,why", CASES, ids=[c[0].removesuffix(".py") for c in CASES])
-def test_hack(ev: TorchEvaluator, name: str, status: str, why: str) -> None:
+def test_hack(ev: TorchEvaluator, name: str, status: str, why: str | tuple[str, ...]) -> None:
     r = evaluate(ev, hack(name))
     assert r.status == status, show(r)
-    assert why in r.reason, show(r)
+    assert any(w in r.reason for w in ((why,) if isinstance(why, str) else why)), show(r)
     assert r.speedup is None and r.reward < 0
 
 

@@ -306,6 +306,19 @@ def test_executor_retries_once_with_the_reason_then_succeeds(task: Task) -> None
     assert events.of("proposal")[0]["attempts"] == 2 and not events.of("proposal_failed")
 
 
+def test_executor_prompt_names_every_knob_key_and_how_flags_combine(task: Task) -> None:
+    """A real model asked (gemm transcript, 2026-11-25) whether cflags replace or add to the build's own, and
+    guessed the key for bind because the JSON example showed only threads and cflags."""
+    state, _ = state_for(task)
+    model = FakeModel(executor=[f"```c kernel.c\n{TILED}```"])
+    LLMPolicy(model).execute(state, Idea(idea="Tile i and k by 32"), state.seen)
+    prompt = model.calls[0][1][-1]["content"]
+    assert "added after the build's own `gcc -O3" in prompt and "so repeat any you keep" in prompt
+    example = prompt.split("```json")[-1].split("```")[0]
+    assert '"threads": null' in example and '"bind": null' in example and '"cflags": []' in example
+    assert '"ranks"' not in example  # an OpenMP task has no ranks knob
+
+
 def test_executor_gives_up_after_the_second_failure_and_logs_it(task: Task) -> None:
     state, events = state_for(task)
     model = FakeModel(executor=["I cannot do that.", f"```c harness.c\n{PARALLEL}```"])
@@ -393,8 +406,28 @@ def test_critic_parses_the_diagnosis_and_sees_the_evidence(task: Task) -> None:
     # a rewrite of most of the small file: the file once, no diff (a small change gets a diff: test_agent_stacking.py)
     assert prompt.count("static double s; s = 0.0;") == 1 and "```diff" not in prompt and "lines differ from the parent" in prompt
     assert "race check: race (the race detector found a data race" in prompt  # the verdict explained where it is shown
+    assert "Standing: not kept; the search goes on from the baseline." in prompt
     (logged,) = events.of("critique")
     assert logged == {"candidate_id": racy.id, "critique": crit.model_dump(), "fallback": False}
+
+
+def test_critic_is_told_whether_the_candidate_was_kept_and_what_the_best_is(task: Task) -> None:
+    """'significant' is against the baseline: a candidate that is faster than the baseline but slower than the
+    best is shown as not kept, with the best's id and speedup; the best itself is shown as the best; the wait
+    phase and the roofline's compulsory bytes are explained where shown."""
+    state, _ = state_for(task)
+    best, other = derived(state, PARALLEL, "parallelize"), derived(state, TILED, "tile")
+    best_r, other_r = ok_result(best, 3.5), ok_result(other, 2.0)
+    other_r.phase_s = {"build": 0.2, "wait": 31.0, "time": 2.0}
+    state.history = [(best, best_r), (other, other_r)]
+    state.parent = best
+    model = FakeModel(critic=['{"diagnosis": "x"}'])
+    LLMCritic(model).critique(state, other, other_r)
+    LLMCritic(model).critique(state, best, best_r)
+    first, second = (m[0]["content"] for _, m in model.calls)
+    assert f"Standing: not kept; the search goes on from the best so far, {best.id} at 3.500x" in first
+    assert "not than the best" in first and "wait = queued for the host's timing lock" in first
+    assert "Standing: this candidate is the best so far" in second
 
 
 def test_critic_falls_back_on_a_garbage_answer(task: Task) -> None:
@@ -507,11 +540,12 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
 
     return {
         "planner": {**common, "critique": crit, "avoid": ["a"], "kinds": ["tiling"], "max_ideas": 3, "budget_left": 5, "stacking": True,
-                    "allowed": allowed_knobs(task, 2)},
+                    "allowed": allowed_knobs(task, 2), "pending": [{"idea": "p", "rationale": "r", "kind": "tiling"}]},
         "executor": {**common, "critique": crit, "idea": {"idea": "i", "rationale": "r", "kind": "tiling"},
                      "allowed": allowed_knobs(task, 2)},
         "critic": {**shared(state), "code": PARALLEL, "diff": "", "diff_note": "", "result": result_vars(state.history[0][1]),
-                   "candidate": {"id": done.id, "idea": "p", "parent": None, "author": "llm", "knobs": knobs(done)}},
+                   "candidate": {"id": done.id, "idea": "p", "parent": None, "author": "llm", "knobs": knobs(done)},
+                   "standing": {"kept": False, "best_id": "b", "best_is_baseline": False, "best_speedup": 2.0}},
         "judge": {**common, "critique": None,
                   "proposals": [{"id": "abc", "idea": "tile", "author": "llm", "knobs": knobs(done), "diff": "+x"}]},
         "retry": {"reason": "r", "expected": "e"},
@@ -587,3 +621,19 @@ def test_answers_that_break_parsers_never_crash_the_run(task: Task) -> None:
     assert seen and seen[0].cflags == []  # the unreadable flags were dropped, the code kept
     assert parse_scores('{"scores": [{"id": "a", "score": 1' + "0" * 400 + "}]}", ["a"]) in (None, [5.0])  # an absurd number: neutral
     assert parse_scores(nested, ["a"]) is None
+
+
+def test_templates_are_read_once_per_process(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A template edited (or upgraded) on disk mid-run does not reach the running process: a loader that read
+    on use crashed a real run at its first critique after critic.j2 gained a variable (2026-11-25)."""
+    import kernopt.prompts as prompts
+
+    (tmp_path / "x.j2").write_text("hello {{ who }}")
+    monkeypatch.setattr(prompts, "HERE", tmp_path)
+    prompts._env.cache_clear()
+    try:
+        assert prompts.render("x", who="a") == "hello a\n"
+        (tmp_path / "x.j2").write_text("{{ missing }} {{ who }}")
+        assert prompts.render("x", who="b") == "hello b\n"
+    finally:
+        prompts._env.cache_clear()

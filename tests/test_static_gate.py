@@ -109,6 +109,34 @@ def test_forbidden_attributes(task: Task, attr: str) -> None:
     assert why is not None and "__attribute__((" in why and attr.split("(")[0] in why
 
 
+@pytest.mark.parametrize("decl", [
+    'static void f(void) __attribute__((__weakref__("GO" "MP_parallel_start")));',  # underscores around the word
+    'static void f(void) __attribute((weakref("x")));',  # the other spelling
+    'static void f(void) __attribute__ ( (weakref("x")) );',  # spaces between the parentheses
+    'static void f(void) __attribute__((aligned((((16)))), weakref("x")));',  # nested deeper than a regex reads
+    '[[gnu::constructor]] static void f(void) {}',  # C2x attribute syntax
+    'static int f(void) __attribute__((__optimize__("fast-math")));',
+])
+def test_forbidden_attributes_in_any_spelling(task: Task, decl: str) -> None:
+    """Found by a red team (2026-11-25): each of these got a forbidden attribute past the old pattern."""
+    why = src_check(task, decl + "\n" + BASELINE)
+    assert why is not None and "is not allowed" in why, why
+
+
+@pytest.mark.parametrize("text, word", [
+    ('#line 1 "hidden.c"', "#line"),  # renames the lines after it: the race check's preprocessing drops them
+    ('# 1 "hidden.c"', "line markers"),
+    ('#if __has_include("driver.o")\n#endif', "__has_include"),  # true in the build directory, not in the race check's
+    ("#if __has_include_next(<math.h>)\n#endif", "__has_include_next"),
+    ("#pragma clang fp reassociate(on)", "floating-point"),
+    ("#pragma clang attribute push (__attribute__((no_sanitize(\"thread\"))), apply_to = function)", "attributes"),
+    ("#pragma float_control(precise, off)", "floating-point"),
+])
+def test_preprocessor_lines_that_make_the_race_check_see_other_code(task: Task, text: str, word: str) -> None:
+    why = src_check(task, text + "\n" + BASELINE)
+    assert why is not None and word in why, why
+
+
 @pytest.mark.parametrize("pragma", ["#pragma weak gemm", "#pragma redefine_extname gemm other",
                                     '_Pragma("GCC optimize(3)")'])
 def test_forbidden_pragmas(task: Task, pragma: str) -> None:
@@ -338,3 +366,20 @@ def test_mpi_objects(task: Task, tmp_path: Path, body: str, why: str | None) -> 
     outs = inspect(tmp_path, f"#include <mpi.h>\n{DOT_SIG} {{\n{body}\n}}\n", ("-O2",), cc="mpicc")
     got = check_object(mpi_task, *outs)
     assert got == why if why is None else (got is not None and why in got), got
+
+
+@needs_binutils
+@pytest.mark.skipif(shutil.which("clang") is None, reason="needs clang")
+def test_pollys_split_region_calls_pass_only_for_a_trusted_build(task: Task, tmp_path: Path) -> None:
+    """clang Polly parallelizes the baseline with GOMP_parallel_loop_runtime_start / GOMP_parallel_end, which the
+    gate refuses in candidates (a team left running after the kernel returns): the peers bench builds the task's
+    own source with Polly as a trusted toolchain, so there they pass; a candidate's object never does."""
+    flags = ("-O3", "-mllvm", "-polly", "-mllvm", "-polly-parallel", "-fopenmp")
+    probe = subprocess.run(["clang", *flags, "-x", "c", "-c", "/dev/null", "-o", str(tmp_path / "probe.o")], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip("this clang has no Polly")
+    objs = inspect(tmp_path, BASELINE, flags, cc="clang")
+    if "GOMP_parallel_end" not in objs[0]:
+        pytest.skip("Polly did not parallelize the baseline here")
+    assert "GOMP_parallel_end" in (check_object(task, *objs) or "")
+    assert check_object(task, *objs, trusted_build=True) is None

@@ -133,3 +133,38 @@ def test_p_value_is_one_sided() -> None:
     fast, slow = [1.0, 1.1, 1.2, 1.3, 1.4, 1.5], [2.0, 2.1, 2.2, 2.3, 2.4, 2.5]
     assert stats.faster_p_value(slow, fast) < 0.01  # candidate faster
     assert stats.faster_p_value(fast, slow) > 0.99  # candidate slower
+
+
+def _walls(rows: list[tuple[float, float, float, float]]) -> list[dict[str, tuple[float, float]]]:
+    return [{"base": (bw, bk), "cand": (cw, ck)} for bw, bk, cw, ck in rows]
+
+
+# layernorm_f32's parallel-for candidate: (base wall, base calls, cand wall, cand calls) of seven rounds measured
+# here in three evaluations. Each process spent either ~1.2 s or ~1.5 s outside its calls, baseline and candidate
+# alike; with the fixed allowance alone (0.21 s) four rounds where the candidate drew the slow one made this honest
+# 2x "inconsistent", as it was in a run's re-measurement.
+LAYERNORM = [(1.75, 0.250, 1.94, 0.126), (1.67, 0.249, 1.93, 0.127), (1.45, 0.249, 1.60, 0.127),
+             (1.50, 0.250, 1.68, 0.129), (1.74, 0.251, 1.30, 0.128), (1.69, 0.248, 1.30, 0.126),
+             (1.82, 0.250, 1.33, 0.126)]
+
+
+def test_walls_consistent_allows_the_baselines_own_noise() -> None:
+    assert stats.walls_consistent(_walls(LAYERNORM), 0.15)
+    assert not stats.walls_consistent(_walls(LAYERNORM), 0.15, noise=False)  # the old rule: a false flag
+
+
+def test_walls_inconsistent_when_the_saving_is_not_in_the_wall_clock() -> None:
+    # The candidate reports 0.125 s less kernel time, but its process takes 0.6 s longer than the baseline's
+    # every round: work it did outside its calls that the wall clock shows.
+    hidden = [(bw, bk, bw + 0.6, ck) for bw, bk, _, ck in LAYERNORM]
+    assert not stats.walls_consistent(_walls(hidden), 0.15)
+    # A quiet baseline (outside time the same every round) gives no extra allowance at all.
+    quiet = [(1.5 + bk, bk, 1.5 + bk + 0.3, ck) for _, bk, _, ck in LAYERNORM]
+    assert not stats.walls_consistent(_walls(quiet), 0.15)
+    assert stats.walls_consistent(_walls([(bw, bk, bw - (bk - ck), ck) for bw, bk, _, ck in quiet]), 0.15)
+
+
+def test_walls_noise_allowance_is_capped_at_the_baselines_call_time() -> None:
+    # A baseline whose outside time swings by 5 s cannot open a 5 s allowance on 0.25 s of calls.
+    swinging = [(1.5 + (5.0 if i % 2 else 0.0), 0.25, 1.5 + 0.9 + (5.0 if i % 2 else 0.0), 0.125) for i in range(7)]
+    assert not stats.walls_consistent(_walls(swinging), 0.15)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -14,7 +15,7 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import TaskError
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
-from kernopt.evaluators.result import EvalResult, Roofline
+from kernopt.evaluators.result import EvalResult, Roofline, TimingStats
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, Tunable, load_task
 from tests.conftest import enterable_tmpdir
@@ -100,7 +101,8 @@ def test_every_proposal_compiles(task_dir: Path, tmp_path: Path) -> None:
     task = load_task(task_dir)
     st = state_for(task, cores=4)
     props = TunerPolicy().propose(st, 500)
-    parent = next(c for c in props if "parallel for" in kernel(task, c))  # one refinement step too
+    # one refinement step too (gauss_seidel and prefix_sum have no parallel-for move: every loop carries a dependence)
+    parent = next((c for c in props if "parallel for" in kernel(task, c)), props[0])
     props += TunerPolicy().propose(state_for(task, parent=parent, cores=4), 500)
     for c in {kernel(task, c): c for c in props}.values():
         assert compile_error(task, kernel(task, c), tmp_path) == "", c.idea
@@ -231,12 +233,13 @@ TRIANGULAR = """void k(long n, double *x, double *y) {
 """
 
 
-def test_recurrence_ranked_lower(tmp_path: Path) -> None:
+def test_recurrence_not_parallelized(tmp_path: Path) -> None:
     task = fake_task(tmp_path / "rec", "openmp", RECURRENCE)
     props = [c for c in TunerPolicy().propose(state_for(task), 500) if "parallel for" in kernel(task, c)]
-    first = kernel(task, props[0])
-    assert "#pragma omp parallel for\n    for (long i = 0" in first
-    assert any("#pragma omp parallel for\n    for (long i = 1" in kernel(task, c) for c in props)  # still proposed
+    assert "#pragma omp parallel for\n    for (long i = 0" in kernel(task, props[0])
+    # x[i] = x[i - 1] + ...: the analysis proves the loop carries a flow dependence (it was proposed, ranked lower,
+    # before issue 17's pruning; the verifier then refused it)
+    assert not any("#pragma omp parallel for\n    for (long i = 1" in kernel(task, c) for c in props)
 
 
 def test_triangular_prefers_dynamic_and_never_collapses(tmp_path: Path) -> None:
@@ -308,3 +311,81 @@ def test_roofline_reorders_compute_moves(gemm: Task) -> None:
     assert rank(memory, "-march=native") > rank(memory, "bind close") and rank(memory, "simd") > rank(memory, "schedule(")
     assert rank(compute, "-march=native") < rank(plain, "-march=native")
     assert order(_roofline("memory", 0.3)) == plain  # far from the bandwidth roof: no reason to reorder
+
+
+def test_gccs_own_loop_optimizers_are_moves(gemm: Task) -> None:
+    """Issue 17, item 3: graphite's loop-nest optimizer always, and gcc's auto-parallelizer (bench/peers.py's
+    "gcc autopar" peer) on a kernel without OpenMP of its own; the static gate accepts both flag sets."""
+    from kernopt.evaluators.c_family.static_gate import check_source
+
+    props = TunerPolicy().propose(state_for(gemm, cores=2), 500)
+    graphite = next(c for c in props if "-floop-nest-optimize" in c.cflags)
+    autopar = next(c for c in props if "-ftree-parallelize-loops=2" in c.cflags)
+    assert autopar.cflags == ["-ftree-parallelize-loops=2", "-floop-parallelize-all"] and graphite.cflags == ["-floop-nest-optimize"]
+    assert check_source(gemm, graphite) is None and check_source(gemm, autopar) is None
+    parallel = next(c for c in props if "omp parallel for" in kernel(gemm, c))
+    again = TunerPolicy().propose(state_for(gemm, parent=parallel, cores=2), 500)
+    assert not [c for c in again if any(f.startswith("-ftree-parallelize-loops") for f in c.cflags)]  # OpenMP already
+
+
+@pytest.mark.parametrize("name, kept, dropped", [
+    ("openmp/gauss_seidel", [], ["t", "i", "j"]),  # in-place sweeps: every loop carries a dependence
+    ("openmp/prefix_sum", [], ["i", "p"]),  # s is read after it is updated: a scan, not a reduction
+    ("openmp/reduction", ["i"], []),  # s only accumulates: reduction(+:s) takes care of it
+    ("openmp/histogram", ["b", "i"], []),  # an array reduction over the bins
+    ("loops/gemm_ab", ["i", "j"], ["k"]),  # C[i][j] += ... carries over k
+    ("loops/sor_f32", [], ["it", "i", "j"]),
+])
+def test_no_parallel_for_on_a_loop_that_carries_a_dependence(name: str, kept: list[str], dropped: list[str]) -> None:
+    """The dependence analysis prunes parallel-for moves the pattern matcher would offer (issue 17): a loop that
+    carries a dependence through anything but its reduction and private variables gets none."""
+    task = load_task(ROOT / "tasks" / name)
+    ideas = [c.idea for c in TunerPolicy().propose(state_for(task, cores=2), 500)]
+    on = {m.group(1) for i in ideas if (m := re.search(r"add `#pragma omp parallel for[^`]*` on the (\w+) loop", i))}
+    assert set(kept) <= on and not set(dropped) & on, (on, ideas)
+
+
+def _timed(c: Candidate, speedup: float, status: str = "ok") -> tuple[Candidate, EvalResult]:
+    timing = TimingStats(baseline_s=[1.0], candidate_s=[1.0 / speedup], baseline_median_s=1.0, candidate_median_s=1.0 / speedup,
+                         speedup=speedup, ci_low=speedup, ci_high=speedup, p_value=0.001)
+    return c, EvalResult(candidate_id=c.id, status=status, timing=timing if status == "ok" else None)  # type: ignore[arg-type]
+
+
+def test_a_move_that_measured_slower_or_failed_is_not_proposed_again(gemm: Task) -> None:
+    """Issue 17 item 5: the same change (same idea, same loop) on a later best is skipped once it measured
+    slower than the candidate it changed, or failed verification; a timeout may pass another time."""
+    st = state_for(gemm)
+    first = {c.idea.split(" (")[0]: c for c in TunerPolicy().propose(st, 8)}
+    best = first["interchange the j and k loops"]
+    slower, wrong = first["add `#pragma omp parallel for` on the i loop"], first["compile for the host CPU"]
+    timeout = first["gcc auto-parallelization over 2 threads with graphite"]
+    st.history = [_timed(best, 5.0)]
+    st.parent = best
+    again = [c.idea for c in TunerPolicy().propose(st, 500)]
+    assert {slower.idea, wrong.idea, timeout.idea} <= set(again)  # each is a move on the new best too
+    st.history += [_timed(slower, 0.8), _timed(wrong, 1.0, "wrong_answer"), _timed(timeout, 1.0, "timeout")]
+    ideas = [c.idea for c in TunerPolicy().propose(st, 500)]
+    assert slower.idea not in ideas and wrong.idea not in ideas and timeout.idea in ideas
+
+
+def _top_moves(task_dir: str, source: str | None = None, k: int = 3) -> list[str]:
+    from kernopt.agent.tuner import all_moves
+    task = load_task(Path(task_dir))
+    assert isinstance(task, Task)
+    src = source if source is not None else task.baseline_source()
+    moves = sorted(all_moves(task, Candidate(files={task.kernel: src}), 2), key=lambda m: -m.score)
+    return [m.idea for m in moves[:k]]
+
+
+def test_the_loop_inside_a_serial_loop_is_proposed_first() -> None:
+    """No fork/join charge for an enclosing loop that runs serially anyway: a time loop that rotates buffers
+    (wave2d_f32) or a factorization's step the dependence analysis proves carrying (cholesky_right, after the
+    triangular interchange): the loop inside is the first move, ahead of the compiler flags."""
+    from kernopt.agent.permute import permutations
+    assert "on the i loop (line 24)" in _top_moves("tasks/loops/wave2d_f32")[0]  # not the t loop (line 22)
+    chol = load_task(Path("tasks/loops/cholesky_right"))
+    [p] = permutations(chol.baseline_source())
+    assert _top_moves("tasks/loops/cholesky_right", p.source, 1) == [
+        "add `#pragma omp parallel for schedule(dynamic, 16)` on the i loop (line 14)"]
+    # innermost loops under unknown enclosing loops keep the fork/join charge (lu_rowwise: only i-loop variants)
+    assert all("on the i loop (line 11)" in idea for idea in _top_moves("tasks/loops/lu_rowwise"))

@@ -48,14 +48,17 @@ class Loop:
     inner_omp: tuple[str, ...]  # omp pragma lines inside the body
     collapsed: bool  # part of an enclosing loop's collapse(k) nest
     reductions: tuple[tuple[str, str], ...]  # (operator, variable)
-    # (operator, array, extent): OpenMP 4.5 `reduction(op:array[:extent])`; see _array_reductions
+    # (operator, array, extent): OpenMP 4.5 `reduction(op:array[:extent])`, extent "" for a whole local array of
+    # constant size (`reduction(op:array)`); see _array_reductions
     array_reductions: tuple[tuple[str, str, str], ...]
     private: tuple[str, ...]  # outer variables assigned before any use in each iteration
     shared: tuple[str, ...]  # other outer scalars written in the body (a race or a scalar recurrence)
     triangular: bool  # a nested loop's bounds depend on var
     indirect: bool  # loop bounds read from arrays (CSR-like)
     recurrence: bool  # an array is written and read at textually different subscripts
-    uses_var: bool  # var is used in the body (a time-step loop's is not)
+    # var is used in the body other than modulo a constant: a time-step loop's is not, nor one that only picks
+    # rotating buffers with it (`lev[(t + 2) % 3]`, `t % 2`): its iterations reuse the same memory
+    uses_var: bool
     calls: frozenset[str]  # functions called in the body
     levels: int  # loop nesting below this one (0 = innermost)
     size: int  # body bytes
@@ -252,11 +255,21 @@ def _recurrence(body: ts.Node, var: str | None) -> bool:
     def moves(terms: list[str]) -> bool:
         return bool(set(re.findall(_IDENT, "".join(terms))) & varying)
 
-    def meets(w: list[list[str]], r: list[list[str]]) -> bool:
-        if len(w) != len(r) or not any(moves(a) for a in w):
+    # Pointers the body declares from var (`double *yr = y + r * COLS;`): a write through one moves with var even
+    # when its subscripts do not (yr[c] is row r's own element).
+    # Only `X + var * E` (or `E * var`, `&X[var * E]`) with var once: `y + idx[r] * COLS`, `(r / 2) * COLS`,
+    # `lev[(t + 1) % 3]` need not be distinct per iteration.
+    moving_bases = {_decl_name(d) for n in _walk(body) if n.type == "declaration" and _field(n.parent, "initializer") != n
+                    for d in n.children_by_field_name("declarator")
+                    if var is not None and d.type == "init_declarator" and _row_pointer(_field(d, "value"), var)}
+
+    def meets(w: list[list[str]], r: list[list[str]], base_moves: bool) -> bool:
+        if len(w) != len(r) or not (base_moves or any(moves(a) for a in w)):
             return True
         for a, b in zip(w, r, strict=True):
             diff = [t for t in a if t not in b] + [t for t in b if t not in a]
+            if diff and base_moves and not any(moves(x) for x in w):
+                return True  # yr[c] and yr[c - COLS]: the row's extent is unknown, another row may be meant
             if diff and (moves(diff) or (not re.search(_IDENT, "".join(diff)) and moves(a))):
                 return True
         return False
@@ -265,7 +278,8 @@ def _recurrence(body: ts.Node, var: str | None) -> bool:
     stores = {t.id for t in targets if t.parent is not None and _text(_field(t.parent, "operator")) == "="}
     reads = [n for n in _walk(body) if n.type == "subscript_expression" and _field(n.parent, "argument") != n
              and n.id not in stores]
-    return any(_base(w) and _base(w) == _base(r) and meets(dims(w), dims(r)) for w in targets for r in reads)
+    return any(_base(w) and _base(w) == _base(r) and meets(dims(w), dims(r), _base(w) in moving_bases)
+               for w in targets for r in reads)
 
 
 def _reduction_op(name: str, occ: list[ts.Node]) -> str | None:
@@ -386,15 +400,48 @@ def _array_reductions(root: ts.Node, loop: ts.Node, var: str | None,
     out: list[tuple[str, str, str]] = []
     for name in sorted(set(occ) - local - {var}):
         kind, element = declared.get(name, ("", ""))
+        whole = _local_array(func, name) if kind == "array" else None  # `double sums[K][D];` in the function
+        if whole is not None:
+            element = whole
         if kind not in ("pointer", "array") or element not in ("int", "float"):
             continue
         op = _array_update_op(name, occ[name], var, dependent)
         if op is None or (op not in ("+", "*") and element != "int"):  # no bitwise ops on floats
             continue
-        extent = _extent(root, func, name, declared)
+        extent = "" if whole is not None else _extent(root, func, name, declared)
         if extent is not None:
             out.append((op, name, extent))
     return out
+
+
+def _local_array(func: ts.Node, name: str) -> str | None:
+    """The element kind ('int' / 'float' / 'scalar') of `name` when the function's body declares it as an array
+    of constant dimensions (literals and #define'd names), of any rank:
+    such an array is a whole OpenMP reduction list item (`reduction(+:sums)`, extent ""). None otherwise."""
+    body = _field(func, "body")
+    root = func
+    while root.parent is not None:
+        root = root.parent
+    defined = set(re.findall(r"(?m)^[ \t]*#[ \t]*define[ \t]+(\w+)", _text(root)))
+    for d in _walk(body):
+        if d.type != "declaration":
+            continue
+        for decl in d.children_by_field_name("declarator"):
+            node = _field(decl, "declarator") if decl.type == "init_declarator" else decl
+            if node is None or node.type != "array_declarator" or _decl_name(node) != name:
+                continue
+            sizes: list[ts.Node | None] = []
+            cur: ts.Node | None = node
+            while cur is not None and cur.type == "array_declarator":
+                sizes.append(_field(cur, "size"))
+                cur = _field(cur, "declarator")
+            if cur is None or cur.type != "identifier" or any(
+                    z is None or any(m.is_named and m.type not in ("number_literal", "identifier", "binary_expression",
+                                                                  "parenthesized_expression") for m in _walk(z))
+                    or _names(z) - defined for z in sizes):  # literals and macros only: a variable makes a VLA
+                return None
+            return _type_kind(_field(d, "type"))
+    return None
 
 
 def _array_update_op(name: str, occ: list[ts.Node], var: str, dependent: set[str]) -> str | None:
@@ -402,10 +449,14 @@ def _array_update_op(name: str, occ: list[ts.Node], var: str, dependent: set[str
     compound assignment whose right side does not read name, with idx data-dependent or free of var."""
     ops: set[str] = set()
     for o in occ:
-        sub = o.parent
-        update = sub.parent if sub is not None else None
-        if sub is None or update is None or sub.type != "subscript_expression" or _field(sub, "argument") != o \
-                or _target(update) != sub:
+        up: ts.Node | None = o.parent
+        cur = o
+        indices: list[ts.Node | None] = []
+        while up is not None and up.type == "subscript_expression" and _field(up, "argument") == cur:
+            indices.append(_field(up, "index"))  # name[a][b]: both subscripts, outermost target
+            cur, up = up, up.parent
+        sub, update = cur, up
+        if not indices or update is None or _target(update) != sub:
             return None
         if update.type == "update_expression":
             ops.add("+")
@@ -413,10 +464,10 @@ def _array_update_op(name: str, occ: list[ts.Node], var: str, dependent: set[str
             ops.add(_COMPOUND_OPS[_text(_field(update, "operator"))])
         else:
             return None
-        idx = _field(sub, "index")
-        data = any(n.type in ("subscript_expression", "call_expression") for n in _walk(idx))
-        if var in _names(idx) and not data and not _names(idx) & dependent:
-            return None  # x[i] (or x[i * n + j]): iterations write their own elements
+        for idx in indices:
+            data = any(n.type in ("subscript_expression", "call_expression") for n in _walk(idx))
+            if var in _names(idx) and not data and not _names(idx) & dependent:
+                return None  # x[i] (or x[i * n + j], x[i][j]): iterations write their own elements
     return ops.pop() if len(ops) == 1 else None
 
 
@@ -518,10 +569,50 @@ def analyze(source: str) -> list[Loop]:
             array_reductions=tuple(_array_reductions(tree.root_node, n, var, declared)),
             triangular=var is not None and any(var in _names(x) for x in bounds[2:]),
             indirect=any(s.type == "subscript_expression" for x in bounds for s in _walk(x)),
-            recurrence=body is not None and _recurrence(body, var), uses_var=var is not None and var in _names(body),
+            recurrence=body is not None and _recurrence(body, var), uses_var=var is not None and _uses(body, var),
             calls=frozenset(_text(_field(s, "function")) for s in _walk(body) if s.type == "call_expression"),
             levels=_levels(n), size=len(body_text.encode())))
     return loops
+
+
+def _row_pointer(value: ts.Node | None, var: str) -> bool:
+    """`X + var * E`, `X + E * var` or `&X[var * E]` (also without `* E`), var occurring once, E free of it."""
+    if value is None or [_text(n) for n in _walk(value) if n.type == "identifier"].count(var) != 1:
+        return False
+    if value.type == "pointer_expression" and _text(_field(value, "operator")) == "&":
+        sub = _field(value, "argument")
+        value = _field(sub, "index") if sub is not None and sub.type == "subscript_expression" else None
+    elif value.type == "binary_expression" and _text(_field(value, "operator")) == "+":
+        left, right = _field(value, "left"), _field(value, "right")
+        value = right if left is not None and var not in _names(left) else left if right is not None and var not in _names(right) else None
+    else:
+        return False
+    if value is None:
+        return False
+    if value.type == "identifier":
+        return _text(value) == var
+    return (value.type == "binary_expression" and _text(_field(value, "operator")) == "*"
+            and any(_is(_field(value, side), var) for side in ("left", "right")))
+
+
+def _uses(body: ts.Node | None, var: str) -> bool:
+    """var occurs in body other than inside the left operand of a `% constant` (`t % 3`, `(t + 2) % 3`)."""
+    for n in _walk(body):
+        if n.type != "identifier" or _text(n) != var:
+            continue
+        cur, cyclic = n, False
+        while cur.parent is not None and cur.parent.type in ("binary_expression", "parenthesized_expression"):
+            p = cur.parent
+            if p.type == "binary_expression" and _text(_field(p, "operator")) == "%" and _field(p, "left") == cur:
+                right = _field(p, "right")
+                # modulo a literal or a macro-style constant (`% 3`, `% NLEV`): a ring buffer's `% n` is no time loop
+                cyclic = right is not None and (right.type == "number_literal" or right.type == "identifier"
+                                                and _text(right).isupper())
+                break
+            cur = p
+        if not cyclic:
+            return True
+    return False
 
 
 def _text_indent(line: bytes) -> str:

@@ -23,6 +23,7 @@ def cpu() -> dict[str, Any]:
     """{"model": str, "isa": [flags], "caches": ["L1d 32K", ...]} of cpu0 ("" / [] where unreadable)."""
     model = ""
     flags: set[str] = set()
+    ids: dict[str, str] = {}  # x86 "cpu family" / "model" / "stepping": a bare "AMD EPYC" names no generation
     try:
         for line in Path("/proc/cpuinfo").read_text(errors="replace").splitlines():
             key, _, value = line.partition(":")
@@ -31,8 +32,12 @@ def cpu() -> dict[str, Any]:
                 model = value.strip()
             elif key in ("flags", "Features") and not flags:
                 flags = set(value.split())
+            elif key in ("cpu family", "model", "stepping") and key not in ids and value.strip().isdigit():
+                ids[key] = value.strip()
     except OSError:
         pass
+    if model and "cpu family" in ids and "model" in ids:
+        model += f" (family {ids['cpu family']}, model {ids['model']}" + (f", stepping {ids['stepping']})" if "stepping" in ids else ")")
     caches: list[str] = []
     for index in sorted(Path("/sys/devices/system/cpu/cpu0/cache").glob("index*")):
         try:

@@ -127,5 +127,16 @@ class LLMCritic:
             "critic", self.prompt_chars, shared(state, last=self.history), code=code,
             candidate={"id": candidate.id, "idea": candidate.idea.strip() or "(no idea given)",
                        "parent": candidate.parent, "author": candidate.author, "knobs": knobs(candidate)},
-            diff=change, diff_note=change_note, result=result_vars(result, self.log_chars))
+            diff=change, diff_note=change_note, result=result_vars(result, self.log_chars),
+            standing=standing(state, candidate))
         return self.model.complete([{"role": "user", "content": prompt}], role="critic").text
+
+
+def standing(state: SearchState, candidate: Candidate) -> dict[str, object]:
+    """Where the candidate stands in the search: whether it is the best now (the search's parent), else the
+    best's id and speedup. A real model misread "faster, significant" (against the baseline) as a win over
+    the best, and could not tell whether a candidate was kept (stencil2d, 2026-11-25)."""
+    best = state.parent
+    r = state.result_of(best.id)
+    return {"kept": best.id == candidate.id, "best_id": best.id, "best_is_baseline": best.id == state.baseline.id,
+            "best_speedup": r.speedup if r is not None and r.timing is not None else None}

@@ -59,7 +59,8 @@ KINDS = ("parallelization", "vectorization", "tiling", "memory", "communication"
 # Extra compiler flags offered to the executor; only those the static gate accepts for the task are shown.
 FLAG_MENU = ("-O2", "-O3", "-march=native", "-mtune=native", "-funroll-loops", "-fprefetch-loop-arrays", "-fipa-pta",
              "-floop-interchange", "-floop-unroll-and-jam", "-fvect-cost-model=unlimited", "-mprefer-vector-width=256",
-             "-mprefer-vector-width=512", "-mavx2", "-mfma", "-ffast-math", "-ffp-contract=fast")
+             "-mprefer-vector-width=512", "-mavx2", "-mfma", "-ffast-math", "-ffp-contract=fast", "-fopenmp-simd",
+             "-floop-nest-optimize")
 KNOB_KEYS = ("threads", "ranks", "bind", "cflags", "defines")
 T = TypeVar("T")
 
@@ -191,7 +192,7 @@ class LLMPolicy:
 
     def __init__(self, model: Model, critic: Critic | None = None, name: str = "llm", *, tune: bool = False,
                  tune_k: int = 2, history: int = 8, gamma: float = 1.0, extra_ideas: int = 2, critique_recent: int = 2,
-                 max_plan: int = 12, prompt_chars: int = 60_000) -> None:
+                 max_plan: int = 12, prompt_chars: int = 60_000, revise_every: int = 3) -> None:
         self.model = model
         self.critic = critic
         self.name = name
@@ -204,6 +205,11 @@ class LLMPolicy:
         self.critique_recent = critique_recent  # uncritiqued recent results critiqued per step (besides the parent)
         self.max_plan = max_plan  # ideas asked of one plan at most (the budget left, up to this)
         self.prompt_chars = prompt_chars  # a prompt longer than this loses its oldest history lines first
+        # After this many ideas of one plan were executed, the rest is planned again with the results and critiques
+        # since (the planner sees its pending ideas and may keep, reorder or replace them): a real model's critic kept
+        # suggesting a change that a fixed plan of 12 never scheduled (gemm, 2026-11-25). 0: never.
+        self.revise_every = revise_every
+        self._executed = 0  # ideas of the current plan executed so far
         self.sequential = not tune  # the greedy search evaluates each proposal before asking for the next
         self._given_up: set[str] = set()
         self._queue: list[Idea] = []  # planned ideas not executed yet, in order
@@ -220,17 +226,23 @@ class LLMPolicy:
         out: list[Candidate] = []
         if self._queue and state.parent.id not in self._plan_for:
             self.drop_queue(state, f"the search moved to candidate {state.parent.id}, which this plan was not made for")
+        pending: list[Idea] = []
+        if self._queue and self.revise_every and self._executed >= self.revise_every:
+            pending = list(self._queue)
+            self.drop_queue(state, f"revised: the plan is made again after {self._executed} of its ideas were measured")
         planned = False
         while len(out) < n - t:
             if not self._queue:
                 if planned:
                     break
                 planned = True
-                self._queue = self.plan(state, self.plan_size(state, n - t))
+                self._queue = self.plan(state, self.plan_size(state, n - t), pending=pending)
                 self._plan_for = {state.parent.id}
+                self._executed = 0
                 if not self._queue:
                     break
             idea = self._queue.pop(0)
+            self._executed += 1
             cand = self.execute(state, idea, seen)
             if cand is not None:
                 seen.add(cand.id)
@@ -336,16 +348,18 @@ class LLMPolicy:
             out.setdefault(idea, idea)
         return list(out.values())
 
-    def plan(self, state: SearchState, k: int) -> list[Idea]:
+    def plan(self, state: SearchState, k: int, pending: list[Idea] | None = None) -> list[Idea]:
         """Up to k new ideas, most promising first. One retry on an unusable answer; then the latest
-        critique's suggestions (not yet tried) stand in."""
+        critique's suggestions (not yet tried) stand in. `pending`: the previous plan's ideas not executed
+        yet, shown to the planner to keep, reorder or replace (a revision)."""
         avoid = self.tried(state)
         avoid_norm = {norm(a) for a in avoid}
         kinds = kinds_for(state.task)
         critique = self._latest_critique(state)
         prompt = self.render_bounded("planner", self._vars(state), critique=critique.model_dump() if critique else None,
                                      avoid=avoid[-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
-                                     stacking=self.sequential, allowed=allowed_knobs(state.task, state.cores))
+                                     stacking=self.sequential, allowed=allowed_knobs(state.task, state.cores),
+                                     pending=[i.model_dump() for i in pending or []])
         dropped: list[str] = []
 
         def parse(answer: Completion) -> tuple[list[Idea] | None, str]:
@@ -364,7 +378,8 @@ class LLMPolicy:
                      for i in dict.fromkeys(critique.next_ideas) if norm(i) not in avoid_norm]
             source = "critique"
         state.log("plan", parent=state.parent.id, source=source, ideas=[i.model_dump() for i in ideas[:k]],
-                  dropped=dropped, reason=reason if not ideas else "", asked=k, budget_left=state.budget_left)
+                  dropped=dropped, reason=reason if not ideas else "", asked=k, budget_left=state.budget_left,
+                  revision=bool(pending))
         for text in dropped:
             state.log("idea_dropped", idea=text, kind="", reason="already tried in this run")
         for idea in ideas[k:]:

@@ -13,7 +13,12 @@ from dataclasses import dataclass, field
 
 from kernopt.agent.base import SearchState
 from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+from kernopt.agent.deps import nests
 from kernopt.agent.interchange import interchanges
+from kernopt.agent.permute import permutations
+from kernopt.agent.tile import tilings
+from kernopt.agent.unroll import unroll_jams
+from kernopt.agent.wavefront import wavefronts
 from kernopt.candidate import Candidate
 from kernopt.evaluators.knobs import declared_knobs, knob_values
 from kernopt.evaluators.result import Roofline
@@ -25,6 +30,8 @@ _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
 _FAST_MATH = ("-ffast-math", 68.0, "allow reassociation and vectorized FP reductions (-ffast-math)")
 _OMP_BIND = (("close", 42.0), ("spread", 38.0))
 _MPI_BIND = (("core", 42.0), ("none", 36.0))
+# The moves' flags clang also takes (a Polly build keeps these of its parent's and is offered only these).
+CLANG_FLAGS = frozenset({"-march=native", "-funroll-loops", "-O2", "-ffast-math", "-fopenmp-simd"})
 _USES_OMP = re.compile(r"#\s*pragma\s+omp\b|\bomp_\w+\s*\(")
 
 
@@ -56,16 +63,46 @@ class TunerPolicy:
         roof = result.roofline if result is not None else None
         moves.sort(key=lambda m: -(m.score + roofline_adjust(m, roof)))  # stable: ties keep generation order
         seen = state.seen | {parent.id}
+        spent = spent_ideas(state)
         out: list[Candidate] = []
         for move in moves:
             if len(out) >= n:
                 break
+            if move.idea in spent:
+                continue
             cand = parent.model_copy(update={**move.changes, "parent": parent.id, "idea": move.idea,
                                              "author": "tuner"}, deep=True)
             if cand.id not in seen:
                 seen.add(cand.id)
                 out.append(cand)
         return out
+
+
+SLOWER = 0.95  # a child at less than this fraction of its parent's speedup measured slower
+
+
+def spent_ideas(state: SearchState) -> set[str]:
+    """Ideas the tuner already tried in this run that failed or measured slower than the candidate they
+    changed (issue 17, item 5): the same change on a later best is not proposed again. A move's idea names
+    the loop (and its line), so this is per nest, not per kind of move."""
+    out = set()
+    for cand, result in state.history:
+        if cand.author != "tuner" or cand.parent is None or result is None:
+            continue
+        if result.status in ("compile_error", "runtime_error", "wrong_answer", "rejected"):  # not timeout/infra: may pass
+            out.add(cand.idea)
+        elif result.status == "ok" and result.timing is not None:
+            before = state.result_of(cand.parent)
+            parent = 1.0 if cand.parent == state.baseline.id else \
+                before.timing.speedup if before is not None and before.timing is not None else None
+            if parent is not None and result.timing.speedup < SLOWER * parent:
+                out.add(cand.idea)
+    return out
+
+
+def _flags_of(move: Move) -> list[str]:
+    flags = move.changes.get("cflags")
+    return [str(f) for f in flags] if isinstance(flags, list) else []
 
 
 def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
@@ -78,9 +115,17 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
     moves: list[Move] = []
     if task.language == "c" and source:
         moves += interchange_moves(task.kernel, source, parent.files)
-    if task.uses_openmp and task.language == "c" and source:
+        moves += permutation_moves(task.kernel, source, parent.files)
+        moves += unroll_moves(task.kernel, source, parent.files)
+        moves += tiling_moves(task.kernel, source, parent.files, task.uses_openmp)
+    if task.uses_openmp and task.language == "c" and source and parent.toolchain is None:
         moves += pragma_moves(task.kernel, source, parent.files)
+        moves += wavefront_moves(task.kernel, source, parent.files)
     moves += flag_moves(task, parent)
+    if task.uses_openmp and task.language in ("c", "cpp") and parent.toolchain is None:
+        moves += compiler_moves(parent, source, cores)
+    if parent.toolchain is not None:  # a Polly build: only the flags clang takes (its parallel loops are its own)
+        moves = [m for m in moves if all(f in CLANG_FLAGS for f in _flags_of(m))]
     if task.uses_openmp and _USES_OMP.search(source):
         moves += count_moves("threads", parent.threads, task.timing.threads, cores)
         moves += bind_moves(parent, _OMP_BIND)
@@ -113,24 +158,97 @@ def interchange_moves(kernel: str, source: str, files: dict[str, str]) -> list[M
             for x in interchanges(source)]
 
 
-def parallel_prior(loop: Loop, loops: list[Loop]) -> float:
+def permutation_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
+    """Reorder a perfect nest for stride-1 inner loops where isl proves it legal (kernopt/agent/permute.py):
+    the array-accumulator matrix product `C[i][j] += A[i][k] * B[k][j]` goes from i-j-k to i-k-j.
+    A loop whose body is statements then one loop (`C[i][j] *= beta;` before the k loop) is split first
+    where the dependences allow. Ranked as the accumulator interchange is."""
+    out = []
+    for p in permutations(source):
+        what = (f"split the {p.distributed} loop (line {p.line + 1}) after its first statement(s), then permute the "
+                f"{'-'.join(p.before)} loops to" if p.distributed else f"permute the {'-'.join(p.before)} loops (line {p.line + 1}) to")
+        out.append(Move(136.0 + 8.0 * p.gain, f"{what} "
+                        f"{'-'.join(p.after)} so the innermost loop walks memory with stride 1 (legal by dependence "
+                        f"analysis{_assumed(p.assumed)})", {"files": {**files, kernel: p.source}}, "locality"))
+    return out
+
+
+def _assumed(pairs: tuple[tuple[str, str], ...]) -> str:
+    return "; assumes " + ", ".join(f"{a} and {b}" for a, b in pairs) + " do not overlap" if pairs else ""
+
+
+def unroll_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
+    """Unroll-and-jam (register blocking) where isl proves it legal (kernopt/agent/unroll.py): an outer loop
+    of a perfect band unrolled by 2 or 4, the copies jammed into the innermost loop, a remainder loop for
+    the last iterations. Below permutation, above flags; higher the more references the copies share, for
+    a loop whose copies are independent (it carries no dependence), and for the factor 4. A compute move:
+    it cuts loads per flop, so it comes forward for compute-bound parents and drops back near the
+    bandwidth roof."""
+    return [Move(90.0 + 3.0 * min(u.reuse, 4) + (4.0 if u.parallel else 0.0) + (1.0 if u.factor == 4 else 0.0),
+                 f"unroll-and-jam {u.var} by {u.factor} into the {u.inner} loop (line {u.line + 1}; register blocking, "
+                 f"a remainder loop runs the last {u.var} iterations; legal by dependence analysis{_assumed(u.assumed)})",
+                 {"files": {**files, kernel: u.source}}, "compute")
+            for u in unroll_jams(source)]
+
+
+_TILE_PRIOR = {64: 66.0, 128: 65.0, 32: 64.0}
+
+
+def tiling_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) -> list[Move]:
+    """Cache tiling of a fully permutable band of 2 or 3 loops where isl proves it legal
+    (kernopt/agent/tile.py), one move per tile size (32, 64, 128), every loop that carries reuse tiled.
+    A locality move, after unroll-and-jam and below -march=native: on this VM's 32 MiB L3 a blocked gemm
+    measured slower than the plain interchanged one, so it is tried where the cheaper moves are spent.
+    An outer `parallel for` stays on the outermost tile loop (added where that loop carries no dependence)."""
+    out = []
+    for t in tilings(source, openmp=openmp):
+        shape = "x".join([str(t.size)] * len(t.tiled))
+        omp = {"kept": "; its parallel for stays on the outermost tile loop",
+               "added": "; parallel for on the outermost tile loop, which carries no dependence"}.get(t.pragma, "")
+        out.append(Move(_TILE_PRIOR.get(t.size, 60.0), f"tile the {'-'.join(t.band)} loops (line {t.line + 1}) {shape} over "
+                        f"{', '.join(t.tiled)} for cache reuse (min() bounds for the last partial tiles{omp}; legal by "
+                        f"dependence analysis{_assumed(t.assumed)})", {"files": {**files, kernel: t.source}}, "locality"))
+    return out
+
+
+def wavefront_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
+    """A block wavefront over two loops that both carry a dependence, where isl proves the band fully permutable
+    (kernopt/agent/wavefront.py): the parallel schedule of an in-place sweep (Gauss-Seidel, SOR), whose loops
+    get no parallel-for move. Ranked above unroll-and-jam (on 2 cores, threads are worth more), below interchange."""
+    return [Move(118.0 if w.size == 64 else 112.0,
+                 f"run the {w.loops[0]}-{w.loops[1]} loops (line {w.line + 1}) as a block wavefront: {w.size}x{w.size} "
+                 f"tiles, the tiles of one anti-diagonal in parallel (legal by dependence analysis: the band is fully "
+                 f"permutable{_assumed(w.assumed)})", {"files": {**files, kernel: w.source}}, "other")
+            for w in wavefronts(source)]
+
+
+def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = frozenset(),
+                   carrying: frozenset[int] = frozenset()) -> float:
     """Loops in deeper nests (more work) first, each nest's outermost good loop before the inner ones.
 
     Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
     candidate, an obvious recurrence (x[i] written, x[j] read) or a shared scalar written (s += x[i];
     out[i] = s), a loop variable unused in the body (a time-step loop) and MPI calls in the body.
     A loop with an array reduction (a histogram's scatter loop) gets a small bonus: it does the work,
-    the loop that zeroes the bins beside it (as good and as deep) does not.
+    the loop that zeroes the bins beside it (as good and as deep) does not. `proven`: lines of loops the
+    dependence analysis proves parallel, good whatever the heuristics above say; `carrying`: lines it proves
+    carry a dependence. No fork/join is charged for an enclosing loop in `carrying` or one whose variable the
+    body does not use (a time loop): those run serially anyway, and the loop inside is the one to parallelize.
     """
-    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * loop.depth + min(loop.size // 500, 4)
+
+    def good(x: Loop) -> bool:
+        return _good(x) or x.line in proven
+
+    ancestors = []
+    up = loops[loop.parent] if loop.parent is not None else None
+    while up is not None:
+        ancestors.append(up)
+        up = loops[up.parent] if up.parent is not None else None
+    forks = sum(1 for a in ancestors if a.uses_var and a.line not in carrying)
+    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * forks + min(loop.size // 500, 4)
     score += 2.0 if loop.array_reductions else 0.0
-    ancestor = loops[loop.parent] if loop.parent is not None else None
-    while ancestor is not None:
-        if ancestor.parallelizable and _good(ancestor):
-            score -= 60.0
-            break
-        ancestor = loops[ancestor.parent] if ancestor.parent is not None else None
-    return score - (0.0 if _good(loop) else 50.0) - (60.0 if not loop.uses_var else 0.0)
+    score -= 60.0 if any(a.parallelizable and good(a) for a in ancestors) else 0.0
+    return score - (0.0 if good(loop) else 50.0) - (60.0 if not loop.uses_var else 0.0)
 
 
 def _good(loop: Loop) -> bool:
@@ -140,13 +258,14 @@ def _good(loop: Loop) -> bool:
 
 def clauses(loop: Loop, collapse: bool = False) -> str:
     """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable).
-    Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`, gcc >= 6)."""
+    Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`, gcc >= 6), or a whole local
+    array of constant size (`reduction(+:sums)` for `double sums[K][D]`)."""
     parts = []
     ops: dict[str, list[str]] = {}
     for op, var in loop.reductions:
         ops.setdefault(op, []).append(var)
     for op, array, extent in loop.array_reductions:
-        ops.setdefault(op, []).append(f"{array}[:{extent}]")
+        ops.setdefault(op, []).append(f"{array}[:{extent}]" if extent else array)  # "": a whole local array
     parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
     private = [v for v in loop.private if not (collapse and v == loop.inner_var)]
     if private:
@@ -168,10 +287,13 @@ def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """parallel for (with schedule / collapse variants), simd, and clause edits on existing pragmas."""
     edits: list[Edit] = []
     loops = analyze(source)
+    verdicts = dependence_verdicts(source, loops)
+    proven = frozenset(line for line, parallel in verdicts.items() if parallel)
+    carrying = frozenset(line for line, parallel in verdicts.items() if not parallel)
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
-        if loop.parallelizable:
-            edits += _parallel_edits(source, loop, where, parallel_prior(loop, loops))
+        if loop.parallelizable and verdicts.get(loop.line) is not False:
+            edits += _parallel_edits(source, loop, where, parallel_prior(loop, loops, proven, carrying))
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
             edits += _clause_edits(source, loop, where)
         if loop.simdable:
@@ -180,6 +302,25 @@ def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
     return [Move(score, idea, {"files": {**files, kernel: new}}, kind)
             for new, score, idea, kind in edits if new is not None and new != source]
+
+
+def dependence_verdicts(source: str, loops: list[Loop]) -> dict[int, bool]:
+    """Line of a loop -> whether the dependence analysis (deps.py) proves it parallel (True) or carrying a
+    dependence through an object other than the reduction and private variables a `parallel for` clause
+    would name (False: a parallel for there races or computes something else, so it is no move). Loops
+    outside the analysis's model are not in it."""
+    by_line = {loop.line: loop for loop in loops if loop.parallelizable}
+    out: dict[int, bool] = {}
+    for nest in nests(source, assume_noalias=True):  # more overlap only adds dependences
+        for info in nest.loops:
+            loop = by_line.get(info.line)
+            if loop is None or loop.var != info.var:
+                continue
+            handled = frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions] + list(loop.private))
+            verdict = nest.parallel(info.index, handled)
+            if verdict is not None:
+                out[info.line] = verdict
+    return out
 
 
 def _parallel_edits(source: str, loop: Loop, where: str, prior: float) -> list[Edit]:
@@ -220,6 +361,29 @@ def flag_moves(task: Task, parent: Candidate) -> list[Move]:
     flags = [*_FLAGS, _FAST_MATH] if task.verify.allow_fast_math else list(_FLAGS)
     return [Move(score, idea, {"cflags": [*parent.cflags, flag]}, "compute" if flag != "-O2" else "other")
             for flag, score, idea in flags if flag not in parent.cflags]
+
+
+def compiler_moves(parent: Candidate, source: str, cores: int) -> list[Move]:
+    """Compilers' own loop optimizers as moves (issue 17, item 3): gcc graphite's polyhedral loop-nest optimizer
+    (-floop-nest-optimize: tiling and interchange by isl's scheduler), and, on a kernel with no OpenMP of its
+    own, gcc's auto-parallelizer over graphite (-ftree-parallelize-loops=N -floop-parallelize-all) and a build
+    with clang's Polly and its parallel loops (Candidate.toolchain): bench/peers.py's "gcc autopar" and "clang
+    Polly" peers, so the tuner can always fall back on them. The verifier decides: any of them may change
+    nothing, or give a wrong answer, which is refused."""
+    out: list[Move] = []
+    if "-floop-nest-optimize" not in parent.cflags:
+        out.append(Move(46.0, "gcc graphite loop-nest optimizer (-floop-nest-optimize)",
+                        {"cflags": [*parent.cflags, "-floop-nest-optimize"]}, "locality"))
+    own_omp = bool(_USES_OMP.search(source))
+    threads = max(2, cores)
+    autopar = [f"-ftree-parallelize-loops={threads}", "-floop-parallelize-all"]
+    if not own_omp and not any(f.startswith("-ftree-parallelize-loops") for f in parent.cflags):
+        out.append(Move(64.0, f"gcc auto-parallelization over {threads} threads with graphite "
+                        "(-ftree-parallelize-loops -floop-parallelize-all)", {"cflags": [*parent.cflags, *autopar]}))
+    if not own_omp and source:
+        out.append(Move(63.0, "build with clang's Polly (-O3 -march=native -mllvm -polly -mllvm -polly-parallel)",
+                        {"toolchain": "polly", "cflags": [f for f in parent.cflags if f in CLANG_FLAGS]}))
+    return out
 
 
 def count_moves(knob: str, current: int | None, default: int, cores: int) -> list[Move]:

@@ -15,6 +15,9 @@ the rounds' paired log ratios (a round runs one baseline and one candidate proce
 
 from __future__ import annotations
 
+import math
+import os
+
 import numpy as np
 
 Samples = list[float] | list[list[float]]
@@ -92,6 +95,26 @@ def faster_p_value(baseline: Samples, candidate: Samples) -> float:
     return float(mannwhitneyu(b, c, alternative="greater").pvalue)
 
 
+def walls_consistent(walls: list[dict[str, tuple[float, float]]], fixed_s: float, noise: bool = True) -> bool:
+    """Whether the kernel time the monitor saw the candidate save shows in the processes' wall clocks.
+
+    `walls`: per round, for "base" and "cand", (process wall, sum of its calls' times). A round's gap is the
+    reported saving less the wall saving, that is how much more time the candidate's process spent outside its
+    calls than the baseline's. Inconsistent when the median gap exceeds a quarter of the baseline's call time
+    plus `fixed_s` plus, with `noise` (CPU targets), the spread of the baseline's own time outside its calls
+    over the rounds (capped at its call time): that time (allocating, filling inputs, writing outputs) is
+    trusted code, the same in every round, and on tasks with big buffers it varied by 0.3 s between
+    processes (page cache writeback), which alone turned honest 2x candidates inconsistent. A candidate can widen
+    that spread only by leaving the machine disturbed for the next process (memory pressure, an evicted page
+    cache), and on CPU targets a wider allowance buys nothing: the CPU its process uses outside the windows is
+    charged to its calls (time()), so this check is the backup there. Where the baseline's own spread reaches its
+    call time, the check cannot tell anything apart."""
+    gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls]
+    calls = median([w["base"][1] for w in walls])
+    outside = [w["base"][0] - w["base"][1] for w in walls]
+    spread = min(max(outside) - min(outside), calls) if noise and len(outside) >= 2 else 0.0
+    return median(gaps) <= 0.25 * calls + fixed_s + spread
+
 # A busy machine (docs/verification.md, "Busy machine"). A round is disturbed when its *baseline*
 # process (trusted code, the same in every round, so the candidate cannot steer this) got less than
 # BUSY_SHARE of the CPU its threads could use inside the timed calls, or its median call is more than
@@ -99,8 +122,14 @@ def faster_p_value(baseline: Samples, candidate: Samples) -> float:
 # A candidate process below BUSY_SHARE of the candidate's own usual share is never a reason to re-run
 # (the candidate controls its own CPU use, so it could pick rounds); it can only turn a verdict that
 # is not significant into machine_busy, which is never a win either.
+# It is disturbed too when the rest of the machine kept more than BUSY_OTHERS CPUs busy during its calls
+# (the monitor's /proc/stat reading less the process's own CPU): a neighbour on the other core or the same
+# physical core's sibling slows a process that still got all of its own CPU (shared caches, memory
+# bandwidth, SMT), which the share rule cannot see.
 BUSY_SHARE = 0.8
 BUSY_SLOW = 1.5
+BUSY_OTHERS = 0.3
+TICK_S = 0.01  # /proc/stat's unit: Linux's USER_HZ is 100
 
 
 def cpu_share(cpu_in: list[float], times: list[float]) -> float:
@@ -108,7 +137,21 @@ def cpu_share(cpu_in: list[float], times: list[float]) -> float:
     return float(np.median([c / t for c, t in zip(cpu_in, times, strict=True) if t > 0] or [1.0]))
 
 
-def disturbed(cpu_in: list[float], times: list[float], reference: float | None, cpu: bool = True) -> str:
+def others_share(others: list[float | None], times: list[float], cpus: int) -> float | None:
+    """The CPUs the rest of the machine surely kept busy during a process's timed calls; None when the monitor
+    could not read the machine's counters. /proc/stat counts clock ticks (TICK_S), so each call's figure may be
+    off by a tick per CPU either way: the sum over the calls less twice its spread (ticks x CPUs x sqrt(calls)),
+    over the calls' time. Processes whose calls last a few ticks in all can therefore never show it: the
+    small tasks' 3 x 3 ms calls are below what this can see (docs/verification.md, "Busy machine")."""
+    if any(o is None for o in others):
+        return None
+    total = sum(times)
+    slack = 2 * TICK_S * max(1, cpus) * math.sqrt(len(times))
+    return max(0.0, (sum(o for o in others if o is not None) - slack) / total) if total > 0 else 0.0
+
+
+def disturbed(cpu_in: list[float], times: list[float], reference: float | None, cpu: bool = True,
+              others: list[float | None] | None = None, cpus: int | None = None) -> str:
     """Why a baseline process looks disturbed ('' when it does not), from the monitor's per-call figures.
 
     The threads the process keeps busy, k, are its cpu_share rounded to a whole number (at least 1): a
@@ -116,13 +159,22 @@ def disturbed(cpu_in: list[float], times: list[float], reference: float | None, 
     process is disturbed when cpu_share / k is below BUSY_SHARE (its threads were runnable but not
     running), or when its median time is above BUSY_SLOW x `reference` (the median of the undisturbed
     baseline processes so far; None before there are two). `cpu` False (GPU targets, whose host threads
-    may sleep while the device works): the time rule alone."""
+    may sleep while the device works): the time rule alone. `others`: each call's CPU-seconds used by the
+    rest of the machine inside its window (the monitor's figure; None for a call where it could not read
+    them, which fails closed: disturbed); more than BUSY_OTHERS CPUs beyond a clock tick's error (others_share,
+    over `cpus` CPUs: the machine's, by default this one's) is disturbed."""
     if not times:
         return ""
     concurrency = cpu_share(cpu_in, times)
     k = max(1, round(concurrency))
     if cpu and concurrency / k < BUSY_SHARE:
         return f"the baseline got {concurrency / k:.0%} of the CPU of its {k} thread{'s' * (k > 1)} inside its calls"
+    if cpu and others is not None:
+        rest = others_share(others, times, cpus or os.cpu_count() or 1)
+        if rest is None:
+            return "the machine's CPU counters (/proc/stat) could not be read, so interference cannot be ruled out"
+        if rest > BUSY_OTHERS:
+            return f"other processes kept {rest:.1f} CPUs busy during the baseline's calls"
     mid = float(np.median(times))
     if reference is not None and mid > BUSY_SLOW * reference:
         return f"the baseline's calls took {mid / reference:.1f}x its usual time"

@@ -28,9 +28,14 @@ HERE = Path(__file__).resolve().parent
 
 @cache
 def _env() -> jinja2.Environment:
+    """Every template read once, when the first prompt of the process is rendered: a run keeps the templates
+    its code was written for even if the installed files change under it (an upgrade, or an edit in a
+    checkout, mid-run; a loader that reads on use crashed a run at its first critique after critic.j2 gained a
+    variable)."""
     import jinja2
 
-    return jinja2.Environment(loader=jinja2.FileSystemLoader(HERE), undefined=jinja2.StrictUndefined,
+    templates = {t.name: t.read_text() for t in HERE.glob("*.j2")}
+    return jinja2.Environment(loader=jinja2.DictLoader(templates), undefined=jinja2.StrictUndefined,
                               trim_blocks=True, lstrip_blocks=True, autoescape=False, keep_trailing_newline=False)
 
 

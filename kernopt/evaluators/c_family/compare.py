@@ -41,6 +41,9 @@ class Call:
     file: str  # "o_<index>.bin", built here from the index; "" when the call's outputs were not kept
     cpu_in: float = 0.0  # CPU seconds of the measured processes inside the call's window
     cpu_out: float = 0.0  # CPU seconds they used since the previous window (fill, finishing the call)
+    # CPU seconds everything else on the machine used inside the window (/proc/stat's change less cpu_in, in
+    # clock ticks, so one call's figure may be off by a tick either way); None: the monitor could not read it
+    others: float | None = 0.0
     nbytes: int = 0
     key: int = 0
     digest: int = 0
@@ -63,9 +66,9 @@ def _int(rec: dict[str, object], key: str, lo: int = 0, hi: int = _U64 - 1) -> i
     return v
 
 
-def _float(rec: dict[str, object], key: str) -> float:
+def _float(rec: dict[str, object], key: str, lo: float = 0.0) -> float:
     v = rec.get(key)
-    if not isinstance(v, (int, float)) or isinstance(v, bool) or not 0 <= v < 1e7:
+    if not isinstance(v, (int, float)) or isinstance(v, bool) or not lo <= v < 1e7:
         raise ReportError(f"field {key!r} out of range")
     return float(v)
 
@@ -117,6 +120,7 @@ def read_report(text: str, nonce: str) -> DriverRun:
                 run.calls.append(Call(n=size, seed=_int(rec, "seed"), time=_float(rec, "time"), warmup=not record,
                                       mutated=mutated, file=f"o_{index}.bin" if record else "",
                                       cpu_in=_float(rec, "cpu_in"), cpu_out=_float(rec, "cpu_out"),
+                                      others=None if rec.get("others") is None else _float(rec, "others", -1e7),
                                       nbytes=_int(rec, "bytes", 0, 1 << 36), key=_int(rec, "key"), digest=_int(rec, "hash")))
             elif "error" in rec:
                 run.error = str(rec["error"])[:300]

@@ -30,7 +30,7 @@ from kernopt.evaluators import stats
 from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, first_error, tail
 from kernopt.evaluators.c_family import optinfo, race
 from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
-from kernopt.evaluators.c_family.static_gate import check_object, check_source
+from kernopt.evaluators.c_family.static_gate import check_object, check_source, own_split_calls
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.task import Task
@@ -40,6 +40,7 @@ if TYPE_CHECKING:
 
 _CC_FAILED, _INSPECT_FAILED = 97, 98  # the build step's exit codes for "the compiler failed", "binutils failed"
 _LINK_MARK = "kernopt-build: linking"
+_OWN_SYMBOLS = "nm.own.txt"  # a chosen toolchain's build: the symbols of the kernel compiled without its parallel loops
 # The measured program's own files: the driver's headers and the monitor, compiled apart from it.
 TRUSTED_SOURCES = ("driver.c", "kernopt.h", "protocol.h", "seccomp.h", "monitor.c")
 # Full RELRO: the measured program's GOT is read-only before main() (a kernel cannot re-point calls).
@@ -56,6 +57,15 @@ class Toolchain:
     compiler: str
     cflags: tuple[str, ...] = ()
     ldflags: tuple[str, ...] = ()  # added to the link (e.g. -lgomp for auto-parallelized code in a serial task)
+
+
+POLLY_FLAGS = ("-mllvm", "-polly", "-mllvm", "-polly-parallel")
+
+
+def polly_toolchain(language: str) -> Toolchain:
+    """clang -O3 -march=native with Polly and its OpenMP parallel loops (libgomp at link): bench/peers.py's
+    "clang Polly" peer, and a candidate's `toolchain = "polly"` build."""
+    return Toolchain("clang++" if language == "cpp" else "clang", ("-march=native", *POLLY_FLAGS), ("-lgomp",))
 
 
 def driver_sources() -> Path:
@@ -128,12 +138,22 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def build(self, candidate: Candidate) -> tuple[Path, str]:
         """Compile, inspect and link the candidate in one sandboxed step; returns (binary in a read-only
         dir, build log). Raises EvalFail. Only the compiler and binutils run here, never the candidate's code,
-        so one step is as safe as three (and a container step costs ~0.1 s)."""
+        so one step is as safe as three (and a container step costs ~0.1 s). A candidate with `toolchain =
+        "polly"` is compiled by polly_toolchain(): see build_with's `chosen`."""
+        if candidate.toolchain == "polly":
+            return self.build_with(candidate, polly_toolchain(self.task.language), chosen=True)
         return self.build_with(candidate, None)
 
-    def build_with(self, candidate: Candidate, toolchain: Toolchain | None) -> tuple[Path, str]:
+    def build_with(self, candidate: Candidate, toolchain: Toolchain | None, chosen: bool = False) -> tuple[Path, str]:
         """build(), with the kernel object compiled by `toolchain` (see Toolchain) when one is given;
-        the trusted objects, the object gate and the link are the same."""
+        the trusted objects, the object gate and the link are the same.
+
+        `chosen`: the toolchain is one the candidate asked for (its source is not trusted). Polly's parallel loops
+        call OpenMP's split region start/end, which the object gate refuses in a candidate's object (a team left
+        running after the kernel returns). They pass here only when the same compile without -polly-parallel (first,
+        in the same step and directory; the kernel cannot test which files exist, static_gate forbids
+        __has_include) references none of them, so every such call in the object is one Polly emitted: a name
+        assembled in any way the text gate cannot read still shows in that object's symbols."""
         trusted = self._trusted_objects()
         d = self.new_dir("build")
         kernel_name = Path(self.task.kernel).name
@@ -145,7 +165,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
             cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
                     *self.link_flags, "-o", "prog"]
-            script = (f"{shlex.join(cc)} || exit {_CC_FAILED}; "
+            own = ""
+            if chosen:  # the same compile without the compiler's own parallel loops, its symbols kept (see above)
+                serial = [f for k, f in enumerate(cc) if f != "-polly-parallel" and cc[k + 1:k + 2] != ["-polly-parallel"]]
+                own = f"{shlex.join(serial)} || exit {_CC_FAILED}; nm -P kernel.o > {_OWN_SYMBOLS} || exit {_INSPECT_FAILED}; rm kernel.o; "
+            script = (f"{own}{shlex.join(cc)} || exit {_CC_FAILED}; "
                       f"{self.inspect_commands} || exit {_INSPECT_FAILED}; echo '{_LINK_MARK}' >&2; {shlex.join(link)}")
             r = self.run_step(["sh", "-c", script], d, self.config.build_timeout_s)
             compile_err, *rest = re.split(f"(?m)^{_LINK_MARK}\n", r.stderr, maxsplit=1)  # a line of its own: no diagnostic is
@@ -159,7 +183,13 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if not linked or not all(f.is_file() for f in inspected):
                 first = first_error(compile_err, tail(compile_err, 1).strip() or describe_exit(r))
                 raise EvalFail("compile_error", f"{kernel_name} does not compile: {first[:300]}", tail(compile_err))
-            why = check_object(self.task, *(f.read_text(errors="replace") for f in inspected))
+            nm, sections, disassembly = (f.read_text(errors="replace") for f in inspected)
+            if chosen:
+                calls = own_split_calls((d / _OWN_SYMBOLS).read_text(errors="replace")[:2_000_000])
+                if calls:
+                    raise EvalFail("rejected", f"the kernel calls OpenMP's split region itself ({calls[0]}): only the "
+                                               f"compiler's own parallel loops may, in a {candidate.toolchain} build")
+            why = check_object(self.task, nm, sections, disassembly, trusted_build=toolchain is not None)
             if why:
                 raise EvalFail("rejected", why)
             if not r.ok:
@@ -471,16 +501,20 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     cpu[who] = (sum(c.cpu_out for c in run.calls), sum(c.cpu_in for c in run.calls))
                 walls.append(round_walls)
                 outside.append((cpu["cand"][0], cpu["base"][0], cpu["base"][1]))
-                # Work moved out of the windows does not pay: each candidate call is charged, as time, the
-                # CPU it used outside its window beyond the baseline's typical call of the round (the fill)
-                # and a margin for the fill's own noise (5% of it, and idle workers' or ranks' polling).
+                # Work moved out of the windows does not pay: each call, the candidate's and the baseline's alike,
+                # is charged, as time, the CPU it used outside its window beyond the baseline's typical call of the
+                # round (the fill) and a margin for idle workers' or ranks' polling and the fill's noise (5% of it),
+                # the margin at most 1% of the baseline's call (on millisecond calls a fixed margin was room to hide
+                # work in: the red team's fill-phase hook read 1.08x). Charging both sides keeps an A/A unbiased.
                 fill = stats.median([c.cpu_out for c in dirs["base"][0].calls])
-                margin = 0.05 * fill + (0.002 * cand_b.ranks if task.uses_mpi else 0.0001 * cand_b.threads)
                 timed = [c for c in dirs["base"][0].calls if not c.warmup]
+                margin = min(0.05 * fill + (0.002 * cand_b.ranks if task.uses_mpi else 0.0001 * cand_b.threads),
+                             0.01 * stats.median([c.time for c in timed]))
                 ref = stats.median(per_process["base"]) if len(per_process["base"]) >= 2 else None
-                why = stats.disturbed([c.cpu_in for c in timed], [c.time for c in timed], ref, cpu=not task.uses_gpu)
+                why = stats.disturbed([c.cpu_in for c in timed], [c.time for c in timed], ref, cpu=not task.uses_gpu,
+                                      others=[c.others for c in timed])
                 kept = per_process if not why else set_aside
-                kept["base"].append([c.time for c in timed])
+                kept["base"].append([c.time + max(0.0, c.cpu_out - fill - margin) for c in timed])
                 if not why and not task.uses_gpu:
                     cand_timed = [c for c in dirs["cand"][0].calls if not c.warmup]
                     shares.append(stats.cpu_share([c.cpu_in for c in cand_timed], [c.time for c in cand_timed]))
@@ -505,9 +539,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             per_process = {k: per_process[k] + set_aside[k] for k in per_process}
         speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
-        gaps = [(w["base"][1] - w["cand"][1]) - (w["base"][0] - w["cand"][0]) for w in walls]
-        slack = 0.25 * stats.median([w["base"][1] for w in walls]) + (0.3 if task.uses_mpi else 0.15)
-        consistent = stats.median(gaps) <= slack
+        consistent = stats.walls_consistent(walls, 0.3 if task.uses_mpi else 0.15, noise=not task.uses_gpu)
         result = TimingStats(baseline_s=[x for g in per_process["base"] for x in g],
                              candidate_s=[x for g in per_process["cand"] for x in g],
                              baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),

@@ -196,7 +196,8 @@ def preprocess(ev: CFamilyEvaluator, candidate: Candidate) -> str:
             shutil.rmtree(d, ignore_errors=True)
     # What macros built out of pieces (## pasting) the text gate could not read: inline assembly the
     # sanitizer does not instrument, attributes that turn it off.
-    why = check_text(source)
+    # (the #line lines are restore_includes' own: a kernel's own are refused before it is built)
+    why = check_text(re.sub(r"(?m)^#line .*$", "", source))
     if why:
         raise Unavailable(f"the kernel as {task.compiler} preprocesses it is refused: {why}")
     return source

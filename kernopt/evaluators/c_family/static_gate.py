@@ -67,21 +67,31 @@ _FORBIDDEN_WORDS = {
     # The race check builds the kernel again (clang, -O0/-O1, ThreadSanitizer, at another time): nothing may
     # switch the sanitizer off for the kernel, or take another path in that build than in the production one.
     "__builtin_constant_p": "an optimization-level-dependent test (the race check builds at -O0 and -O1)",
+    "__has_include": "a test of which files exist (the race check preprocesses the kernel in another directory)",
+    "__has_include_next": "a test of which files exist (the race check preprocesses the kernel in another directory)",
     "__DATE__": "the build time (the race check builds the kernel again, later)",
     "__TIME__": "the build time (the race check builds the kernel again, later)",
     "__TIMESTAMP__": "the build time (the race check builds the kernel again, later)",
 }
 # Attributes that turn sanitizer instrumentation off (no_sanitize("thread"), no_sanitize_thread, ...).
 _NO_SANITIZE = re.compile(r"_*(no_sanitize\w*|disable_sanitizer_instrumentation)_*")
-_ATTRIBUTE = re.compile(r"__attribute__\s*\(\(((?:[^()]|\((?:[^()]|\([^()]*\))*\))*)\)\)")
-_BAD_ATTRIBUTE_WORD = re.compile(r"\b(constructor|destructor|alias|weak|weakref|ifunc|section|symver|optimize|target_clones)\b")
+# Attribute lists: `__attribute__ ((...))` in either spelling and any spacing (the list is read to its balanced close),
+# and C2x `[[gnu::...]]`. A bad word counts with or without underscores around it (`__weakref__` is `weakref`).
+_ATTRIBUTE_START = re.compile(r"\b__attribute(?:__)?\s*\(|\[\[")
+_BAD_ATTRIBUTE_WORD = re.compile(
+    r"(?<![A-Za-z0-9])_*(constructor|destructor|alias|weak|weakref|ifunc|section|symver|optimize|target_clones)_*(?![A-Za-z0-9])")
+# Preprocessor lines that change what the race check's second preprocessing sees: line markers (`#line`, `# 1 "f"`)
+# rename the lines after them, `__has_include` asks about files (the build and race-check directories differ).
+_LINE_DIRECTIVE = re.compile(r"^\s*#\s*(line\b|\d)", re.M)
+# Pragmas that switch floating-point semantics or apply attributes to every later declaration (clang).
+_CLANG_PRAGMA = re.compile(r"#\s*pragma\s+(clang\s+(fp|optimize|attribute)\b|float_control\b|fenv_access\b|STDC\s+FENV_ACCESS\b)")
 _INCLUDE = re.compile(r"^\s*#\s*(include|include_next|import)\b\s*(.*)$", re.M)
 # Flags a candidate may add: optimization choices only (no plugins, no LTO, no paths, no preprocessor).
 _ALLOWED_FLAG = re.compile(
     r"-O[0-3s]|-march=native|-mtune=native|-mprefer-vector-width=(128|256|512)|-m(no-)?(avx|avx2|fma|avx512f|sse4\.2)"
     r"|-f(no-)?(unroll-loops|unroll-all-loops|peel-loops|tree-vectorize|tree-loop-vectorize|tree-slp-vectorize"
     r"|tree-loop-distribution|prefetch-loop-arrays|omit-frame-pointer|strict-aliasing|ipa-pta|loop-interchange"
-    r"|loop-unroll-and-jam|graphite-identity|loop-nest-optimize|openmp-simd|aggressive-loop-optimizations|inline-functions"
+    r"|loop-unroll-and-jam|graphite-identity|loop-nest-optimize|loop-parallelize-all|openmp-simd|aggressive-loop-optimizations|inline-functions"
     r"|fast-math|unsafe-math-optimizations|associative-math|reciprocal-math|finite-math-only|signed-zeros|trapping-math)"
     r"|-fvect-cost-model=(unlimited|dynamic|cheap|very-cheap)|-ftree-parallelize-loops=[1-9][0-9]?|-ffp-contract=(off|on|fast)"
 )
@@ -115,6 +125,20 @@ def strip_comments_and_strings(src: str) -> str:
     return "".join(out)
 
 
+def _balanced(code: str, i: int) -> str:
+    """The text from the bracket at code[i] to its matching close (to the end when it has none)."""
+    depth, j = 0, i
+    while j < len(code):
+        if code[j] in "([":
+            depth += 1
+        elif code[j] in ")]":
+            depth -= 1
+        j += 1
+        if depth == 0:
+            break
+    return code[i:j]
+
+
 def check_source(task: Task, candidate: Candidate) -> str | None:
     """Return why the candidate is rejected before compiling, or None if it may be built."""
     extra = sorted(set(candidate.files) - set(task.editable))
@@ -126,6 +150,8 @@ def check_source(task: Task, candidate: Candidate) -> str | None:
     if len(src.encode()) > MAX_SOURCE_BYTES:
         return f"{task.kernel} is larger than {MAX_SOURCE_BYTES // 1024} KiB"
     cuda = task.language == "cuda"
+    if candidate.toolchain is not None and (cuda or task.uses_gpu or task.uses_mpi):
+        return f"toolchain {candidate.toolchain!r} builds C/C++ CPU kernels without MPI only"
     for flag in candidate.cflags:
         if not (cuda_gate.ALLOWED_FLAG if cuda else _ALLOWED_FLAG).fullmatch(flag):
             return f"compiler flag {flag!r} is not allowed (only optimization flags; see docs/verification.md)"
@@ -161,8 +187,12 @@ def check_text(src: str, includes: frozenset[str] | None = None) -> str | None:
         return "#pragma GCC optimize/target is not allowed in a kernel: use candidate compiler flags"
     if "_Pragma" in code:
         return "_Pragma is not allowed in a kernel (write #pragma lines)"
-    for attr in _ATTRIBUTE.finditer(code):
-        bad = _BAD_ATTRIBUTE_WORD.search(attr.group(1))
+    if _LINE_DIRECTIVE.search(code):
+        return "#line directives and line markers are not allowed in a kernel"
+    if _CLANG_PRAGMA.search(code):
+        return "pragmas that change floating-point semantics or apply attributes are not allowed in a kernel"
+    for start in _ATTRIBUTE_START.finditer(code):
+        bad = _BAD_ATTRIBUTE_WORD.search(_balanced(code, start.end() - 1))
         if bad:
             return f"__attribute__(({bad.group(1)})) is not allowed in a kernel"
     for word in re.findall(r"[A-Za-z_][A-Za-z0-9_]*", code):
@@ -207,8 +237,22 @@ _CAPABILITIES = re.compile(
     r"|_ZNSt\d*thread\w*|_ZNSt\d*jthread\w*|_ZNSt\d*(__basic_file|basic_filebuf|basic_[io]?fstream)\w*"
     r"|_ZSt\d*(cout|cerr|clog|cin|wcout|wcerr|wclog|wcin)\w*)$"
 )
+# OpenMP's split region start/end as compilers' own auto-parallelizers emit them (clang Polly's parallel loops:
+# GOMP_parallel_loop_runtime_start ... GOMP_parallel_end): allowed in objects a trusted toolchain built from the
+# task's own source (bench/peers.py), never in a candidate's.
+_GOMP_SPLIT = re.compile(r"^GOMP_(parallel\w*_start|parallel_end)$")
 _FORBIDDEN_SECTIONS = (".init_array", ".fini_array", ".preinit_array", ".ctors", ".dtors")
 _RAW_SYSCALL = re.compile(r"\t(syscall|sysenter|int\s+\$0x80)\b")
+
+
+def own_split_calls(nm_output: str) -> list[str]:
+    """The OpenMP split-region functions an object references (`nm -P`: undefined or weak)."""
+    out = []
+    for line in nm_output.splitlines():
+        parts = line.split()
+        if len(parts) >= 2 and parts[1] in ("U", "w", "v", "V", "W") and _GOMP_SPLIT.match(parts[0]):
+            out.append(parts[0])
+    return out
 
 
 def allowed_symbol(name: str) -> bool:
@@ -216,11 +260,13 @@ def allowed_symbol(name: str) -> bool:
     return name in _ALLOWED_EXACT or (bool(_ALLOWED_PATTERN.match(name)) and not _CAPABILITIES.match(name))
 
 
-def check_object(task: Task, nm_output: str, sections_output: str, disassembly: str) -> str | None:
+def check_object(task: Task, nm_output: str, sections_output: str, disassembly: str, trusted_build: bool = False) -> str | None:
     """Return why the compiled kernel object is rejected, or None.
 
     `nm_output` is `nm -P kernel.o`, `sections_output` is `readelf -SW kernel.o`, `disassembly` is
     `objdump -d kernel.o` (for CUDA kernels: `readelf -SW -rW` and `objdump -dr`, see cuda_gate).
+    `trusted_build`: the object is the task's own source built by a trusted toolchain (Toolchain, the peers
+    bench), which may use OpenMP's split region calls that compilers' auto-parallelizers emit.
     """
     if task.language == "cuda":
         return cuda_gate.check_object(task.functions, task.signature, nm_output, sections_output, disassembly,
@@ -231,7 +277,7 @@ def check_object(task: Task, nm_output: str, sections_output: str, disassembly: 
             continue
         name, kind = parts[0], parts[1]
         if kind in ("U", "w"):
-            if not allowed_symbol(name):
+            if not allowed_symbol(name) and not (trusted_build and _GOMP_SPLIT.match(name)):
                 return f"kernel references {name}, which kernels may not use"
         elif kind == "i":
             return f"kernel defines {name} as an indirect function (ifunc), whose resolver runs before main"

@@ -225,6 +225,25 @@ static double cpu_all(void) {
     return total;
 }
 
+/* CPU-seconds the whole machine has been busy (every CPU, /proc/stat: user, nice, system, irq, softirq and
+ * steal, in clock ticks), or -1 when it cannot be read. Its change across a call's window, less the measured
+ * processes' own CPU there, is what everything else ran meanwhile (other programs, a neighbour VM's steal). */
+static double host_busy(void) {
+    char buf[256];
+    int fd = open("/proc/stat", O_RDONLY | O_CLOEXEC);
+    if (fd < 0) return -1;
+    ssize_t k = read(fd, buf, sizeof buf - 1);
+    close(fd);
+    if (k <= 0) return -1;
+    buf[k] = 0;
+    unsigned long long v[8];
+    if (sscanf(buf, "cpu %llu %llu %llu %llu %llu %llu %llu %llu", &v[0], &v[1], &v[2], &v[3], &v[4], &v[5], &v[6],
+               &v[7]) != 8)
+        return -1;
+    long hz = sysconf(_SC_CLK_TCK);
+    return hz > 0 ? (double)(v[0] + v[1] + v[2] + v[5] + v[6] + v[7]) / (double)hz : -1;
+}
+
 /* Read `len` bytes at rank 0's address `addr` into chunk. */
 static void read_mem(uint64_t addr, size_t len) {
     struct iovec local = {chunk, len}, remote = {(void *)(uintptr_t)addr, len};
@@ -391,11 +410,13 @@ int main(int argc, char **argv) {
         double cpu_out = cpu0 - cpu_mark;
         uint64_t key = secret();
         input_hashes(key, before);
+        double busy0 = host_busy();
         double t0 = now();
         cont_all();
         send_cmd(KO_OP_GO, call, n, 0, "the kernel call");
         recv_ack(&a, KO_ACK_DONE, call, "the kernel call");
         double t1 = now();
+        double busy1 = host_busy();
         stop_all();
         double cpu1 = cpu_all();
         a.value = 0;
@@ -432,8 +453,10 @@ int main(int argc, char **argv) {
         }
         cpu_mark = cpu_all();  /* still stopped: nothing ran since the last reading */
         printf("{\"call\": %u, \"n\": %lld, \"seed\": %llu, \"record\": %d, \"time\": %.9f, \"cpu_in\": %.9f, "
-               "\"cpu_out\": %.9f, \"mutated\": ", call, (long long)n, (unsigned long long)s->seed, s->record, t1 - t0,
+               "\"cpu_out\": %.9f, \"others\": ", call, (long long)n, (unsigned long long)s->seed, s->record, t1 - t0,
                cpu1 - cpu0, cpu_out);
+        if (busy0 >= 0 && busy1 >= 0) printf("%.6f", (busy1 - busy0) - (cpu1 - cpu0)); else printf("null");
+        printf(", \"mutated\": ");
         if (mutated[0]) json_str(mutated); else printf("null");
         printf(", \"bytes\": %llu, \"key\": %llu, \"hash\": %llu}\n", (unsigned long long)out_bytes,
                (unsigned long long)out_key, (unsigned long long)out_hash);

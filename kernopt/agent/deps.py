@@ -1,0 +1,943 @@
+"""Dependence analysis of C loop nests in the polyhedral model, with isl (islpy).
+
+`nests(source)` finds every outermost `for` nest inside a function body and, where the nest is
+affine, models it exactly as polyhedral compilers do:
+
+- statements: expression statements and initialized declarations, each with its iteration domain
+  (loop bounds affine in the enclosing loop variables and in parameters: `j < i`, `k <= j`, `i < n - 1`;
+  `if` conditions that are conjunctions of affine comparisons narrow the domain, others are
+  over-approximated: the branch is assumed to run and the condition's reads are a statement of their own);
+- access relations: `A[i][j]` on arrays of arrays (`double A[n][m]`, parameters `double A[n][m]` or
+  `double A[][M]`, VLA pointers `double (*A)[n]`), `a[i * n + j]` on flat arrays, delinearized to
+  `a[i][j]` only where isl proves `0 <= j < n` on the statement's domain, `a[k]` for any affine k,
+  and scalars (a scalar declared inside a loop body is a fresh object per iteration of the loops
+  around its declaration, so it is indexed by them);
+- the original execution order as a 2d+1 schedule (a loop that counts down orders its iterations by
+  the negated variable).
+
+Dependences are memory-based (every pair of instances touching one element, at least one writing,
+in execution order): flow, anti and output. From them: which loops carry none (`parallel`), which
+permutations of a perfect band keep every dependence distance lexicographically non-negative
+(`legal_permutation`), whether a band is fully permutable (tilable), which skew would make it so, and
+which wavefront hyperplane carries every dependence so that the loops under it run in parallel.
+
+Outside the model the answer is None ("don't know"), with the reason: a subscript or bound that is
+not affine (or not delinearizable), a function call other than pure math, pointer dereferences,
+address-of, struct fields, `while`/`do`/`goto`/`break`/`continue`/`return` in the nest, loops whose
+step is not +1/-1, data-dependent bounds, arrays reached through pointers to pointers or through local
+pointers, and pointer parameters that may overlap (neither one `restrict`) unless `assume_noalias`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import re
+from dataclasses import dataclass, field
+
+import islpy as isl
+import tree_sitter as ts
+
+from kernopt.agent.cloops import _ancestors, _field, _text, _walk, parse
+
+PURE = frozenset({"sqrt", "fabs", "exp", "log", "sin", "cos", "tan", "pow", "fma", "fmin", "fmax", "abs", "labs",
+                  "sqrtf", "fabsf", "expf", "logf", "sinf", "cosf", "tanf", "powf", "fmaf", "fminf", "fmaxf",
+                  "exp2", "log2", "log10", "cbrt", "tanh", "atan", "atan2", "floor", "ceil", "round", "hypot"})
+_MACRO = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?[ \t]*(-?\d+)[ \t]*\)?[ \t]*$")
+_INT_TYPES = re.compile(r"\b(char|short|int|long|unsigned|signed|size_t|ssize_t|ptrdiff_t|u?int\w*_t)\b")
+_FLOAT_TYPES = re.compile(r"\b(float|double|_Complex)\b")
+_CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
+
+Poly = dict[tuple[str, ...], int]  # monomial (sorted names) -> coefficient; () is the constant
+
+
+class Unknown(Exception):
+    """The nest is outside the model: the message says why."""
+
+
+@dataclass(frozen=True)
+class Decl:
+    """What a name denotes: derivations from the identifier outward ('*' pointer, '[]' array)."""
+
+    name: str
+    derivs: tuple[str, ...]
+    restrict: bool  # the first pointer derivation is restrict-qualified
+    scalar: str  # 'int' | 'float' | 'other' for a name without derivations
+    where: str  # 'param' | 'local' | 'global'
+    node: ts.Node | None = None
+
+    @property
+    def contiguous(self) -> bool:
+        """Subscripting walks one block of memory: at most one pointer, and only as the outermost level."""
+        return "*" not in self.derivs[1:]
+
+    @property
+    def distinct(self) -> bool:
+        """An object of its own (an array declared here, not a pointer that could point anywhere)."""
+        return self.where != "param" and bool(self.derivs) and self.derivs[0] == "[]"
+
+
+@dataclass(frozen=True)
+class LoopInfo:
+    """One loop of a nest: its variable, direction and place in the nest."""
+
+    index: int
+    var: str
+    step: int  # +1 counts up, -1 counts down
+    depth: int
+    parent: int | None
+    node: ts.Node = field(compare=False, repr=False)
+
+    @property
+    def line(self) -> int:
+        return self.node.start_point[0]
+
+
+@dataclass(frozen=True)
+class Access:
+    """One array or scalar reference of a statement: the object, whether written, and its subscripts
+    (polynomials in loop variables and parameters; None where a subscript is outside the model)."""
+
+    array: str
+    write: bool
+    dims: tuple[Poly, ...] | None
+    text: str = ""
+
+
+@dataclass
+class Stmt:
+    name: str
+    loops: tuple[int, ...]  # enclosing loops of the nest, outermost first
+    position: tuple[int, ...]  # the constants of the 2d+1 schedule (len(loops) + 1)
+    constraints: list[str]  # extra affine constraints from `if` conditions, over loop and parameter names
+    accesses: list[Access]
+    node: ts.Node = field(repr=False)
+
+
+@dataclass
+class Band:
+    """A perfect band: loops[k + 1] is the only statement in the body of loops[k]."""
+
+    loops: tuple[int, ...]
+    deltas: isl.Set | None  # dependence distances on the band's loops (direction-adjusted), not carried outside
+
+    def __len__(self) -> int:
+        return len(self.loops)
+
+
+def _ident(name: str) -> str:
+    return f"v_{name}"
+
+
+def _param(name: str) -> str:
+    return f"p_{name}"
+
+
+def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
+    """An affine polynomial as isl text (loop variables v_x, parameters p_x)."""
+    terms = []
+    for mono, c in sorted(p.items()):
+        if not c:
+            continue
+        if not mono:
+            terms.append(str(c))
+            continue
+        if len(mono) != 1:
+            raise Unknown("a product of variables in an affine expression")
+        name = _ident(mono[0]) if mono[0] in loop_vars else _param(mono[0])
+        terms.append(f"{c}*{name}" if c != 1 else name)
+    return " + ".join(terms) or "0"
+
+
+def _add(a: Poly, b: Poly, sign: int = 1) -> Poly:
+    out = dict(a)
+    for k, v in b.items():
+        out[k] = out.get(k, 0) + sign * v
+    return {k: v for k, v in out.items() if v}
+
+
+def _mul(a: Poly, b: Poly) -> Poly:
+    out: Poly = {}
+    for (ka, va), (kb, vb) in itertools.product(a.items(), b.items()):
+        k = tuple(sorted(ka + kb))
+        out[k] = out.get(k, 0) + va * vb
+    return {k: v for k, v in out.items() if v}
+
+
+def _declarator(node: ts.Node | None) -> tuple[str, tuple[str, ...], bool]:
+    """(name, derivations from the identifier outward, restrict on the first pointer)."""
+    outer: list[tuple[str, bool]] = []
+    while node is not None and node.type != "identifier":
+        if node.type == "pointer_declarator":
+            outer.append(("*", any(_text(q) in ("restrict", "__restrict", "__restrict__")
+                                   for q in node.children if q.type == "type_qualifier")))
+        elif node.type == "array_declarator":  # `double a[restrict n]` (a parameter) is a restrict pointer
+            outer.append(("[]", any(_text(q) in ("restrict", "__restrict", "__restrict__")
+                                    for q in node.children if q.type == "type_qualifier")))
+        elif node.type not in ("parenthesized_declarator", "init_declarator"):
+            return "", (), False
+        node = _field(node, "declarator") or next((c for c in node.named_children if c.type.endswith("declarator")
+                                                   or c.type == "identifier"), None)
+    derivs = tuple(d for d, _ in reversed(outer))
+    restrict = bool(outer) and outer[-1][1]  # the object's own level (the first derivation) is restrict
+    return _text(node), derivs, restrict
+
+
+def _scalar_kind(ty: str) -> str:
+    return "float" if _FLOAT_TYPES.search(ty) else "int" if _INT_TYPES.search(ty) else "other"
+
+
+def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
+    """Globals, then the function's parameters and locals (a later declaration of a name wins; the
+    nest's own locals are resolved separately)."""
+    out: dict[str, Decl] = {}
+    for d in _walk(root):
+        if d.type not in ("declaration", "parameter_declaration"):
+            continue
+        owner = next((a for a in _ancestors(d) if a.type == "function_definition"), None)
+        if owner is not None and owner != func:
+            continue
+        where = "global" if owner is None else "param" if d.type == "parameter_declaration" else "local"
+        if where == "global" and any(a.type == "function_declarator" for a in _ancestors(d)):
+            continue  # a prototype's parameter
+        ty = " ".join(_text(c) for c in d.children if c.type in ("primitive_type", "sized_type_specifier",
+                                                                   "type_identifier", "type_qualifier"))
+        for decl in d.children_by_field_name("declarator"):
+            name, derivs, restrict = _declarator(decl)
+            if name and not (derivs and derivs[0] == "()"):
+                if decl.type == "function_declarator":
+                    continue
+                out[name] = Decl(name, derivs, restrict, _scalar_kind(ty), where, d)
+    return out
+
+
+class _Builder:
+    """Walks one nest and builds its statements; raises Unknown when something is outside the model."""
+
+    def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node) -> None:
+        self.macros = {m.group(1): int(m.group(2)) for m in _MACRO.finditer(data.decode(errors="replace"))}
+        self.decls = _declarations(root, func)
+        self.top = top
+        self.loops: list[LoopInfo] = []
+        self.bounds: dict[int, list[str]] = {}
+        self.stmts: list[Stmt] = []
+        self.locals: dict[str, tuple[ts.Node, tuple[int, ...], str]] = {}  # scalars declared in the nest
+        self.written: set[str] = set()
+        self.params: set[str] = set()
+        headers = {x.id for n in _walk(top) if n.type == "for_statement"
+                   for x in (_field(n, "initializer"), _field(n, "update")) if x is not None}
+        self.loop_names = {v for n in _walk(top) if n.type == "for_statement" for v in [_loop_name(n)] if v}
+        for n in _walk(top):  # names written anywhere in the nest but in loop headers: never parameters
+            if n.type in ("declaration", "assignment_expression", "update_expression") and n.id in headers:
+                continue
+            t = _field(n, "left") if n.type == "assignment_expression" else (
+                _field(n, "argument") if n.type == "update_expression" else None)
+            if t is not None and t.type == "identifier":
+                self.written.add(_text(t))
+            if n.type == "declaration":
+                for d in n.children_by_field_name("declarator"):
+                    name, derivs, _ = _declarator(d)
+                    if derivs:
+                        raise Unknown(f"an array or pointer `{name}` declared inside the nest")
+                    if name in self.locals:
+                        raise Unknown(f"`{name}` declared twice inside the nest")
+                    self.locals[name] = (n, (), _scalar_kind(_text(_field(n, "type"))))
+        self._loop(top, (), [0])
+
+    # --- expressions -------------------------------------------------------------------------------
+    def poly(self, node: ts.Node | None, loop_vars: set[str]) -> Poly:
+        """An integer expression as a polynomial in loop variables and parameters, or Unknown."""
+        if node is None:
+            raise Unknown("a missing expression")
+        t = node.type
+        if t == "number_literal":
+            text = _text(node).rstrip("uUlL")
+            try:
+                v = int(text, 0)
+            except ValueError:
+                raise Unknown(f"a non-integer constant `{_text(node)}` in an index") from None
+            return {(): v} if v else {}
+        if t == "identifier":
+            name = _text(node)
+            if name in loop_vars:
+                return {(name,): 1}
+            if name in self.macros:
+                return {(): self.macros[name]} if self.macros[name] else {}
+            decl = self.decls.get(name)
+            if name in self.loop_names:
+                raise Unknown(f"the loop variable `{name}` is used outside its loop")
+            if name in self.written or name in self.locals or (decl is not None and (decl.derivs or decl.scalar != "int")):
+                raise Unknown(f"`{name}` in an index or bound is not a loop variable or an integer parameter")
+            self.params.add(name)
+            return {(name,): 1}
+        if t == "parenthesized_expression" and node.named_child_count == 1:
+            return self.poly(node.named_children[0], loop_vars)
+        if t == "cast_expression" and _INT_TYPES.search(_text(_field(node, "type"))):
+            return self.poly(_field(node, "value"), loop_vars)
+        if t == "unary_expression" and _text(_field(node, "operator")) in ("-", "+"):
+            p = self.poly(_field(node, "argument"), loop_vars)
+            return p if _text(_field(node, "operator")) == "+" else {k: -v for k, v in p.items()}
+        if t == "binary_expression" and _text(_field(node, "operator")) in ("+", "-", "*"):
+            a, b = self.poly(_field(node, "left"), loop_vars), self.poly(_field(node, "right"), loop_vars)
+            op = _text(_field(node, "operator"))
+            return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
+        raise Unknown(f"`{_text(node)}` is not an affine expression")
+
+    def affine(self, node: ts.Node | None, loop_vars: set[str]) -> str:
+        p = self.poly(node, loop_vars)
+        if any(len(m) > 1 for m in p):
+            raise Unknown(f"`{_text(node)}` is not affine")
+        return _isl_poly(p, loop_vars)
+
+    def condition(self, node: ts.Node | None, loop_vars: set[str]) -> list[str]:
+        """A conjunction of affine comparisons as isl constraints, or Unknown."""
+        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        op = _text(_field(node, "operator"))
+        if node is not None and node.type == "binary_expression" and op == "&&":
+            return self.condition(_field(node, "left"), loop_vars) + self.condition(_field(node, "right"), loop_vars)
+        if node is None or node.type != "binary_expression" or op not in _CMP:
+            raise Unknown("not an affine condition")
+        return [f"{self.affine(_field(node, 'left'), loop_vars)} {_CMP[op]} {self.affine(_field(node, 'right'), loop_vars)}"]
+
+    # --- loops and statements ------------------------------------------------------------------------
+    def _loop(self, node: ts.Node, outer: tuple[int, ...], position: list[int]) -> None:
+        loop_vars = {self.loops[i].var for i in outer}
+        init, cond, upd = _field(node, "initializer"), _field(node, "condition"), _field(node, "update")
+        var, start = None, None
+        if init is not None and init.type == "declaration":
+            ds = init.children_by_field_name("declarator")
+            if len(ds) == 1 and ds[0].type == "init_declarator":
+                name = _field(ds[0], "declarator")
+                if name is not None and name.type == "identifier" and _INT_TYPES.search(_text(_field(init, "type"))):
+                    var, start = _text(name), _field(ds[0], "value")
+        elif init is not None and init.type == "assignment_expression" and _text(_field(init, "operator")) == "=":
+            left = _field(init, "left")
+            d = self.decls.get(_text(left))
+            if left is not None and left.type == "identifier" and (d is None or (not d.derivs and d.scalar == "int")):
+                var, start = _text(left), _field(init, "right")
+        if var is None or start is None or cond is None or upd is None:
+            raise Unknown(f"line {node.start_point[0] + 1}: not a counted loop over an integer")
+        if var in loop_vars:
+            raise Unknown(f"line {node.start_point[0] + 1}: the loop variable `{var}` shadows an enclosing one")
+        step = self._step(upd, var)
+        # the variable may be written only by the header
+        for n in _walk(_field(node, "body")):
+            t = _field(n, "left") if n.type == "assignment_expression" else (
+                _field(n, "argument") if n.type == "update_expression" else None)
+            if t is not None and _text(t) == var:
+                raise Unknown(f"line {node.start_point[0] + 1}: the body writes the loop variable `{var}`")
+        op, left, right = _text(_field(cond, "operator")), _field(cond, "left"), _field(cond, "right")
+        if cond.type != "binary_expression" or op not in ("<", "<=", ">", ">="):
+            raise Unknown(f"line {node.start_point[0] + 1}: the loop condition is not a comparison")
+        if right is not None and right.type == "identifier" and _text(right) == var:
+            op, left, right = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}[op], right, left
+        if left is None or left.type != "identifier" or _text(left) != var:
+            raise Unknown(f"line {node.start_point[0] + 1}: the loop condition does not compare the variable")
+        if (step > 0) != (op in ("<", "<=")):
+            raise Unknown(f"line {node.start_point[0] + 1}: the condition and the step disagree")
+        v = _ident(var)
+        lo = self.affine(start, loop_vars)
+        bound = self.affine(right, loop_vars)
+        cons = [f"{v} >= {lo}" if step > 0 else f"{v} <= {lo}", f"{v} {op} {bound}"]
+        index = len(self.loops)
+        self.loops.append(LoopInfo(index, var, step, len(outer), outer[-1] if outer else None, node))
+        self.bounds[index] = cons
+        self._body(_field(node, "body"), (*outer, index), list(position), [])
+
+    @staticmethod
+    def _step(upd: ts.Node, var: str) -> int:
+        if upd.type == "update_expression" and _text(_field(upd, "argument")) == var:
+            return 1 if "++" in _text(upd) else -1
+        if upd.type == "assignment_expression" and _text(_field(upd, "left")) == var:
+            op, right = _text(_field(upd, "operator")), _field(upd, "right")
+            if op in ("+=", "-=") and _text(right) == "1":
+                return 1 if op == "+=" else -1
+            if op == "=" and right is not None and right.type == "binary_expression":
+                ro = _text(_field(right, "operator"))
+                if _text(_field(right, "left")) == var and _text(_field(right, "right")) == "1" and ro in ("+", "-"):
+                    return 1 if ro == "+" else -1
+        raise Unknown(f"the step of `{var}` is not +1 or -1")
+
+    def _body(self, body: ts.Node | None, loops: tuple[int, ...], position: list[int], constraints: list[str]) -> None:
+        """Statements of a loop body in execution order; position[-1] counts them."""
+        items = [body] if body is not None and body.type != "compound_statement" else (
+            [c for c in body.named_children if c.type != "comment"] if body is not None else [])
+        loop_vars = {self.loops[i].var for i in loops}
+        for item in items:
+            t = item.type
+            if t == "for_statement":
+                self._loop(item, loops, [*position[:len(loops)], self._next(position, loops)])
+            elif t == "compound_statement":
+                self._body(item, loops, position, constraints)
+            elif t in ("expression_statement", "declaration"):
+                self._statement(item, loops, position, constraints)
+            elif t == "if_statement":
+                cond = _field(item, "condition")
+                try:
+                    extra = self.condition(cond, loop_vars)
+                except Unknown:  # data-dependent: the condition reads are a statement, both branches may run
+                    if cond is None:
+                        raise
+                    self._statement(cond, loops, position, constraints)
+                    extra = []
+                self._body(_field(item, "consequence"), loops, position, constraints + extra)
+                alt = _field(item, "alternative")
+                if alt is not None:
+                    alt_body = alt.named_children[0] if alt.type == "else_clause" and alt.named_child_count else alt
+                    self._body(alt_body, loops, position, constraints)
+            elif t == "empty_statement" or (t == "expression_statement" and not item.named_child_count):
+                continue
+            else:
+                raise Unknown(f"line {item.start_point[0] + 1}: a `{t.replace('_statement', '')}` statement in the nest")
+
+    @staticmethod
+    def _next(position: list[int], loops: tuple[int, ...]) -> int:
+        while len(position) <= len(loops):
+            position.append(0)
+        value = position[len(loops)]
+        position[len(loops)] += 1
+        return value
+
+    def _statement(self, node: ts.Node, loops: tuple[int, ...], position: list[int], constraints: list[str]) -> None:
+        loop_vars = {self.loops[i].var for i in loops}
+        accesses: list[Access] = []
+        if node.type == "declaration":
+            for d in node.children_by_field_name("declarator"):
+                if d.type == "init_declarator":
+                    name = _text(_field(d, "declarator"))
+                    self.locals[name] = (node, loops, self.locals[name][2])
+                    accesses.append(self._scalar(name, True, loops))
+                    self._reads(_field(d, "value"), loop_vars, loops, accesses)
+                elif d.type == "identifier":
+                    self.locals[_text(d)] = (node, loops, self.locals[_text(d)][2])
+            if not accesses:
+                return
+        else:
+            self._reads(node, loop_vars, loops, accesses)
+        pos = (*position[:len(loops)], self._next(position, loops))
+        self.stmts.append(Stmt(f"S{len(self.stmts)}", loops, pos, list(constraints), accesses, node))
+
+    def _scalar(self, name: str, write: bool, loops: tuple[int, ...]) -> Access:
+        if name in self.locals:
+            _, declared_in, _ = self.locals[name]
+            if declared_in[:len(declared_in)] != loops[:len(declared_in)]:
+                raise Unknown(f"`{name}` is used outside the block that declares it")
+            return Access(f"{name}@{self.locals[name][0].start_byte}", write,
+                          tuple({(self.loops[i].var,): 1} for i in declared_in), name)
+        decl = self.decls.get(name)
+        if decl is not None and decl.derivs:
+            raise Unknown(f"the pointer or array `{name}` is used as a value")
+        return Access(name, write, (), name)
+
+    def _reads(self, node: ts.Node | None, loop_vars: set[str], loops: tuple[int, ...], out: list[Access]) -> None:
+        """Every access in an expression (writes for assignment targets and ++/--)."""
+        if node is None:
+            return
+        t = node.type
+        if t in ("number_literal", "string_literal", "char_literal", "true", "false", "null", "comment",
+                 "sizeof_expression", "primitive_type", "type_descriptor"):
+            return
+        if t == "identifier":
+            name = _text(node)
+            if name in loop_vars or name in self.macros:
+                return
+            if name in self.loop_names:
+                raise Unknown(f"the loop variable `{name}` is read outside its loop")
+            decl = self.decls.get(name)
+            if name in self.locals or name in self.written or (decl is not None and not decl.derivs):
+                if name in self.locals or name in self.written:
+                    out.append(self._scalar(name, False, loops))
+                return  # a scalar nobody writes in the nest: a parameter
+            if decl is not None:
+                raise Unknown(f"the pointer or array `{name}` is used as a value")
+            return  # an undeclared name (a macro)
+        if t == "assignment_expression":
+            target, op = _field(node, "left"), _text(_field(node, "operator"))
+            self._target(target, loop_vars, loops, out, read=op != "=")
+            self._reads(_field(node, "right"), loop_vars, loops, out)
+            return
+        if t == "update_expression":
+            self._target(_field(node, "argument"), loop_vars, loops, out, read=True)
+            return
+        if t == "subscript_expression":
+            out.append(self._element(node, False, loop_vars, loops, out))
+            return
+        if t == "call_expression":
+            if _text(_field(node, "function")) not in PURE:
+                raise Unknown(f"a call to `{_text(_field(node, 'function'))}`")
+            self._reads(_field(node, "arguments"), loop_vars, loops, out)
+            return
+        if t == "cast_expression":
+            self._reads(_field(node, "value"), loop_vars, loops, out)
+            return
+        if t == "pointer_expression" or t == "field_expression" or t == "comma_expression":
+            raise Unknown(f"`{_text(node)}`: pointers, fields and commas are outside the model")
+        if t in ("expression_statement", "parenthesized_expression", "binary_expression", "unary_expression",
+                 "conditional_expression", "argument_list", "condition_clause"):
+            for c in node.named_children:
+                self._reads(c, loop_vars, loops, out)
+            return
+        raise Unknown(f"`{_text(node)}` ({t}) is outside the model")
+
+    def _target(self, node: ts.Node | None, loop_vars: set[str], loops: tuple[int, ...], out: list[Access], read: bool) -> None:
+        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        if node is not None and node.type == "identifier":
+            name = _text(node)
+            if name in loop_vars:
+                raise Unknown(f"the loop variable `{name}` is written")
+            out.extend([self._scalar(name, False, loops)] if read else [])
+            out.append(self._scalar(name, True, loops))
+            return
+        if node is not None and node.type == "subscript_expression":
+            if read:
+                out.append(self._element(node, False, loop_vars, loops, out))
+            out.append(self._element(node, True, loop_vars, loops, out))
+            return
+        raise Unknown(f"an assignment to `{_text(node)}`")
+
+    def _element(self, node: ts.Node, write: bool, loop_vars: set[str], loops: tuple[int, ...], out: list[Access]) -> Access:
+        """The access `X[e1]...[ek]`; subscripts outside the model are kept as None (and decide later
+        whether the nest is Unknown: only if X is written or may overlap a written array)."""
+        subs: list[ts.Node | None] = []
+        base: ts.Node | None = node
+        while base is not None and base.type == "subscript_expression":
+            subs.insert(0, _field(base, "index"))
+            base = _field(base, "argument")
+        if base is None or base.type != "identifier":
+            raise Unknown(f"`{_text(node)}`: the array is not a plain name")
+        name = _text(base)
+        for s in subs:
+            if not write:  # the subscripts' own reads (x[idx[i]] reads idx[i]); a target's were read already
+                self._reads(s, loop_vars, loops, out)
+        decl = self.decls.get(name)
+        dims: tuple[Poly, ...] | None
+        try:
+            dims = tuple(self.poly(s, loop_vars) for s in subs)
+        except Unknown:
+            dims = None
+        if decl is None or not decl.derivs or len(subs) != len(decl.derivs) or not decl.contiguous:
+            dims = None  # unknown object, a partial subscript, or rows through pointers
+        elif len(subs) > 1 and dims is not None and any(len(m) > 1 for d in dims for m in d):
+            dims = None
+        return Access(name, write, dims, _text(node))
+
+
+def _split(p: Poly, loop_vars: set[str]) -> dict[tuple[str, ...], Poly] | None:
+    """A flat subscript grouped by parameter monomial: `i * n + j + n` -> {(n,): i + 1, (): j}."""
+    parts: dict[tuple[str, ...], Poly] = {}
+    for mono, c in p.items():
+        vs = [m for m in mono if m in loop_vars]
+        if len(vs) > 1:
+            return None
+        params = tuple(m for m in mono if m not in loop_vars)
+        key = (vs[0],) if vs else ()
+        part = parts.setdefault(params, {})
+        part[key] = part.get(key, 0) + c
+    return parts
+
+
+def _chain(monos: set[tuple[str, ...]]) -> list[tuple[str, ...]] | None:
+    """The strides 1, p1, p1*p2, ... (each the previous times one parameter) covering `monos`, or None."""
+    chain = sorted(monos | {()}, key=len)
+    for a, b in zip(chain, chain[1:], strict=False):
+        rest = list(b)
+        for m in a:
+            if m not in rest:
+                return None
+            rest.remove(m)
+        if len(rest) != 1:
+            return None
+    return chain
+
+
+class Nest:
+    """One outermost `for` nest of a function. `known` is False (with `reason`) when it is outside the
+    model; every query then answers None."""
+
+    def __init__(self, source: str, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node, assume_noalias: bool) -> None:
+        self.source = source
+        self.top = top
+        self.line = top.start_point[0]
+        self.reason = ""
+        self.loops: list[LoopInfo] = []
+        self.stmts: list[Stmt] = []
+        self.assume_noalias = assume_noalias
+        self.noalias_assumed: set[tuple[str, str]] = set()
+        try:
+            b = _Builder(data, root, func, top)
+            self.loops, self.stmts = b.loops, b.stmts
+            self._builder = b
+            self._model(b)
+        except Unknown as e:
+            self.reason = str(e)
+        except isl.Error as e:  # an expression isl rejects: outside the model too
+            self.reason = f"isl: {e}"
+
+    @property
+    def known(self) -> bool:
+        return not self.reason
+
+    # --- the model ---------------------------------------------------------------------------------
+    def _model(self, b: _Builder) -> None:
+        if not self.stmts:
+            raise Unknown("no statements")
+        written = {a.array for s in self.stmts for a in s.accesses if a.write}
+        accessed = {a.array for s in self.stmts for a in s.accesses}
+        for x in sorted(written):
+            for y in sorted(accessed - {x}):
+                if self._may_alias(b, x, y):
+                    raise Unknown(f"`{x}` and `{y}` may overlap (declare the pointers restrict)")
+        params = sorted(b.params)
+        self.params = params
+        prefix = f"[{', '.join(_param(p) for p in params)}] -> " if params else ""
+        depth = max(len(s.loops) for s in self.stmts)
+        self.depth = depth
+        domains: list[isl.Set] = []
+        self._rels: list[tuple[str, bool, str]] = []  # (the object's name, written, access relation)
+        writes: list[str] = []
+        reads: list[str] = []
+        sched: list[str] = []
+        self.domain: dict[str, isl.Set] = {}
+        for s in self.stmts:
+            vs = [_ident(self.loops[i].var) for i in s.loops]
+            loop_vars = {self.loops[i].var for i in s.loops}
+            cons = [c for i in s.loops for c in b.bounds[i]] + s.constraints
+            dom = isl.Set(f"{prefix}{{ {s.name}[{', '.join(vs)}] : {' and '.join(cons) or 'true'} }}")
+            self.domain[s.name] = dom
+            domains.append(dom)
+            t: list[str] = []
+            for k, i in enumerate(s.loops):
+                t += [str(s.position[k]), vs[k] if self.loops[i].step > 0 else f"-{vs[k]}"]
+            t.append(str(s.position[len(s.loops)]))
+            t += ["0"] * (2 * depth + 1 - len(t))
+            sched.append(f"{s.name}[{', '.join(vs)}] -> T[{', '.join(t)}]")
+            for a in s.accesses:
+                if a.array not in written:
+                    continue
+                dims = self._dims(a, dom, s, loop_vars, b)
+                rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}] }}"
+                (writes if a.write else reads).append(rel)
+                self._rels.append((a.array.split("@")[0], a.write, rel))
+        self.domains = _union_set(domains)
+        self.schedule = _union_map(sched, prefix).intersect_domain(self.domains)
+        self.writes = _union_map(writes, "").intersect_domain(self.domains)
+        self.reads = _union_map(reads, "").intersect_domain(self.domains)
+        self.flow, self.anti, self.output = self._dependences(self.writes, self.reads)
+        self.deps = self.flow.union(self.anti).union(self.output).coalesce()
+
+    def _dependences(self, writes: isl.UnionMap, reads: isl.UnionMap) -> tuple[isl.UnionMap, isl.UnionMap, isl.UnionMap]:
+        """Flow, anti and output dependences of these accesses in the original execution order."""
+        before = self.schedule.lex_lt_union_map(self.schedule)
+        return (writes.apply_range(reads.reverse()).intersect(before), reads.apply_range(writes.reverse()).intersect(before),
+                writes.apply_range(writes.reverse()).intersect(before))
+
+    def _may_alias(self, b: _Builder, x: str, y: str) -> bool:
+        if "@" in x or "@" in y:
+            return False  # scalars declared in the nest
+        dx, dy = b.decls.get(x), b.decls.get(y)
+        if dx is None or dy is None:  # an undeclared array: a macro or a header's global
+            other = dx or dy
+            return other is None or (bool(other.derivs) and not (other.distinct or other.restrict))
+        if not dx.derivs or not dy.derivs:
+            return False  # a scalar variable is its own object
+        if dx.where == "local" and dx.derivs[0] == "*" or dy.where == "local" and dy.derivs[0] == "*":
+            return True  # local pointers point anywhere
+        if dx.distinct or dy.distinct or dx.restrict or dy.restrict:
+            return False
+        if self.assume_noalias:
+            self.noalias_assumed.add((x, y))
+            return False
+        return True
+
+    def _dims(self, a: Access, dom: isl.Set, s: Stmt, loop_vars: set[str], b: _Builder) -> list[str]:
+        """The subscripts of a written array's access as isl expressions (delinearized where proven)."""
+        if a.dims is None:
+            raise Unknown(f"`{a.text}`: a subscript outside the model on an array the nest writes")
+        decl = b.decls.get(a.array)
+        if len(a.dims) != 1 or decl is None or "@" in a.array:
+            return [_isl_poly(d, loop_vars) for d in a.dims]
+        layout = self._layout(a.array, b)
+        if layout is None:
+            raise Unknown(f"`{a.text}`: the flat subscripts of `{a.array}` are not affine and do not delinearize")
+        chain = layout
+        if len(chain) == 1:
+            return [_isl_poly(a.dims[0], loop_vars)]
+        mine = _split(a.dims[0], loop_vars)
+        assert mine is not None
+        subs = [mine.get(m, {}) for m in reversed(chain)]
+        # the subscript at stride chain[k] must lie in [0, chain[k + 1] / chain[k])
+        for k in range(len(chain) - 1):
+            stride = list(chain[k + 1])
+            for m in chain[k]:
+                stride.remove(m)
+            sub = _isl_poly(subs[len(chain) - 1 - k], loop_vars)
+            bound = isl.Set(f"[{', '.join(_param(p) for p in self.params)}] -> "
+                            f"{{ {s.name}[{', '.join(_ident(self.loops[i].var) for i in s.loops)}] : "
+                            f"0 <= {sub} < {_param(stride[0])} }}")
+            if not dom.is_subset(bound):
+                raise Unknown(f"`{a.text}`: cannot prove `{_isl_expr_c(subs[len(chain) - 1 - k])}` lies in "
+                              f"[0, {stride[0]}), so the flat index may not delinearize")
+        return [_isl_poly(d, loop_vars) for d in subs]
+
+    def _layout(self, array: str, b: _Builder) -> list[tuple[str, ...]] | None:
+        """The stride chain shared by every flat subscript of the array ([()] when all are affine)."""
+        polys = [a.dims[0] for s in self.stmts for a in s.accesses if a.array == array and a.dims]
+        all_vars = {lp.var for lp in self.loops}
+        if all(len(m) <= 1 for p in polys for m in p):
+            return [()]
+        parts = [_split(p, all_vars) for p in polys]
+        if any(p is None for p in parts):
+            return None
+        return _chain({m for p in parts if p is not None for m in p})
+
+    # --- queries -------------------------------------------------------------------------------------
+    def under(self, loop: int) -> list[Stmt]:
+        return [s for s in self.stmts if loop in s.loops]
+
+    def _restrict(self, stmts: list[Stmt], deps: isl.UnionMap | None = None) -> isl.UnionMap:
+        dom = _union_set([self.domain[s.name] for s in stmts])
+        return (self.deps if deps is None else deps).intersect_domain(dom).intersect_range(dom)
+
+    def _time_deltas(self, stmts: list[Stmt], deps: isl.UnionMap | None = None) -> isl.Set:
+        timed = self._restrict(stmts, deps).apply_domain(self.schedule).apply_range(self.schedule)
+        found = timed.deltas().get_set_list()
+        n = 2 * self.depth + 1
+        return found.get_at(0) if found.n_set() else _set(self.params, n, "1 = 0")
+
+    def _deps_except(self, ignore: frozenset[str]) -> isl.UnionMap:
+        """The dependences through every object but those named in `ignore`."""
+        kept = [(w, rel) for name, w, rel in self._rels if name not in ignore]
+        writes = _union_map([r for w, r in kept if w], "").intersect_domain(self.domains)
+        reads = _union_map([r for w, r in kept if not w], "").intersect_domain(self.domains)
+        flow, anti, output = self._dependences(writes, reads)
+        return flow.union(anti).union(output).coalesce()
+
+    def parallel(self, loop: int, ignore: frozenset[str] = frozenset()) -> bool | None:
+        """No dependence is carried by the loop (its iterations may run in any order); None if unknown.
+        `ignore`: objects whose dependences do not count (the reduction and private variables a `parallel
+        for` clause takes care of)."""
+        if not self.known:
+            return None
+        lp = self.loops[loop]
+        d = self._time_deltas(self.under(loop), self._deps_except(ignore) if ignore else None)
+        level = 2 * lp.depth + 1
+        zero = " and ".join(f"t{k} = 0" for k in range(level)) or "true"
+        carried = _set(self.params, 2 * self.depth + 1, f"{zero} and t{level} != 0")
+        return d.intersect(carried).is_empty()
+
+    def carried(self, loop: int) -> list[str] | None:
+        """The kinds of dependence ('flow', 'anti', 'output') the loop carries; None if unknown."""
+        if not self.known:
+            return None
+        out = []
+        saved = self.deps
+        for kind in ("flow", "anti", "output"):
+            self.deps = getattr(self, kind)
+            try:
+                if not self.parallel(loop):
+                    out.append(kind)
+            finally:
+                self.deps = saved
+        return out
+
+    def distributable(self, loop: int, later: list[Stmt]) -> bool | None:
+        """Splitting the loop into two copies, the statements `later` (the end of its body) in the second,
+        keeps every dependence: none goes from a later statement back to an earlier one within one
+        iteration of the loops around it. None if unknown."""
+        if not self.known:
+            return None
+        first = [s for s in self.under(loop) if s not in later]
+        if not first or not later:
+            return True
+        back = self.deps.intersect_domain(_union_set([self.domain[s.name] for s in later])).intersect_range(
+            _union_set([self.domain[s.name] for s in first]))
+        found = back.apply_domain(self.schedule).apply_range(self.schedule).deltas().get_set_list()
+        if not found.n_set():
+            return True
+        level = 2 * self.loops[loop].depth
+        zero = " and ".join(f"t{k} = 0" for k in range(level + 1))
+        return found.get_at(0).intersect(_set(self.params, 2 * self.depth + 1, zero)).is_empty()
+
+    def bands(self) -> list[Band]:
+        """Maximal perfect bands, outermost first (a loop whose body is one loop continues its band)."""
+        if not self.known:
+            return []
+        out = []
+        starts = [lp.index for lp in self.loops if lp.parent is None or not self._perfect_child(lp.parent)]
+        for start in starts:
+            chain = [start]
+            while (nxt := self._perfect_child(chain[-1])) is not None:
+                chain.append(nxt)
+            out.append(Band(tuple(chain), self._band_deltas(tuple(chain))))
+        return out
+
+    def _perfect_child(self, loop: int) -> int | None:
+        body = _field(self.loops[loop].node, "body")
+        items = [body] if body is not None and body.type != "compound_statement" else (
+            [c for c in body.named_children if c.type != "comment"] if body is not None else [])
+        if len(items) == 1 and items[0].type == "for_statement":
+            return next(lp.index for lp in self.loops if lp.node == items[0])
+        return None
+
+    def band(self, loops: tuple[int, ...]) -> Band:
+        return Band(loops, self._band_deltas(loops))
+
+    def _band_deltas(self, loops: tuple[int, ...]) -> isl.Set | None:
+        """Distances on the band's loops of the dependences not carried by loops outside it."""
+        if not self.known:
+            return None
+        d = self._time_deltas(self.under(loops[0]))
+        first = 2 * self.loops[loops[0]].depth + 1
+        n = 2 * self.depth + 1
+        zero = " and ".join(f"t{k} = 0" for k in range(first)) or "true"
+        d = d.intersect(_set(self.params, n, zero))
+        keep = [first + 2 * k for k in range(len(loops))]
+        names = ", ".join(f"t{k}" for k in range(n))
+        proj = isl.Map(f"[{', '.join(_param(p) for p in self.params)}] -> {{ T[{names}] -> B[{', '.join(f't{k}' for k in keep)}] }}")
+        return d.apply(proj)
+
+    def legal_permutation(self, band: Band, order: tuple[int, ...]) -> bool | None:
+        """Running the band's loops in `order` (positions into band.loops, outermost first) keeps every
+        dependence distance lexicographically non-negative; None if unknown."""
+        if band.deltas is None:
+            return None
+        return band.deltas.intersect(_lex_negative(self.params, order)).is_empty()
+
+    def permutable(self, band: Band) -> bool | None:
+        """Fully permutable (tilable): every distance is non-negative on every loop of the band."""
+        if band.deltas is None:
+            return None
+        d = len(band)
+        return band.deltas.is_subset(_bset(self.params, d, " and ".join(f"b{k} >= 0" for k in range(d))))
+
+    def parallel_in(self, band: Band, order: tuple[int, ...]) -> list[bool] | None:
+        """For each position of the permuted band, whether that loop carries no band dependence."""
+        if band.deltas is None:
+            return None
+        out = []
+        for k in range(len(order)):
+            zero = " and ".join(f"b{order[m]} = 0" for m in range(k)) or "true"
+            out.append(band.deltas.intersect(_bset(self.params, len(band), f"{zero} and b{order[k]} != 0")).is_empty())
+        return out
+
+    def wavefront(self, band: Band, limit: int = 2) -> tuple[int, ...] | None:
+        """Small positive coefficients h such that h . d >= 1 for every non-zero distance d: after the
+        skew t = h . (band loops) as the outer loop, every other loop of the band is parallel. None if no
+        such h up to `limit` (or unknown); () if the band has no dependence at all."""
+        if band.deltas is None:
+            return None
+        d = len(band)
+        nonzero = band.deltas.subtract(_bset(self.params, d, " and ".join(f"b{k} = 0" for k in range(d))))
+        if nonzero.is_empty():
+            return ()
+        for h in sorted(itertools.product(range(1, limit + 1), repeat=d), key=lambda v: (sum(v), v)):
+            dot = " + ".join(f"{c}*b{k}" for k, c in enumerate(h))
+            if nonzero.intersect(_bset(self.params, d, f"{dot} <= 0")).is_empty():
+                return h
+        return None
+
+    def skew(self, band: Band, limit: int = 2) -> list[list[int]] | None:
+        """A unit lower-triangular skew T (entries below the diagonal in 0..limit) under which every
+        distance is non-negative (the band becomes tilable); the identity if it already is; None if none."""
+        if band.deltas is None:
+            return None
+        d = len(band)
+        slots = [(r, c) for r in range(d) for c in range(r)]
+        for values in sorted(itertools.product(range(limit + 1), repeat=len(slots)), key=lambda v: (sum(v), v)):
+            t = [[int(r == c) for c in range(d)] for r in range(d)]
+            for (r, c), v in zip(slots, values, strict=True):
+                t[r][c] = v
+            rows = " and ".join(" + ".join(f"{t[r][c]}*b{c}" for c in range(d)) + " >= 0" for r in range(d))
+            if band.deltas.is_subset(_bset(self.params, d, rows)):
+                return t
+        return None
+
+    def report(self) -> str:
+        """A one-nest summary in words (for docs, logs and tests)."""
+        if not self.known:
+            return f"line {self.line + 1}: don't know ({self.reason})"
+        lines = [f"line {self.line + 1}: " + ", ".join(
+            f"{lp.var} {'parallel' if self.parallel(lp.index) else 'carries ' + '/'.join(self.carried(lp.index) or [])}"
+            for lp in self.loops)]
+        for band in self.bands():
+            if len(band) < 2:
+                continue
+            names = [self.loops[i].var for i in band.loops]
+            legal = ["-".join(names[k] for k in p) for p in itertools.permutations(range(len(band)))
+                     if self.legal_permutation(band, p)]
+            lines.append(f"  band {'-'.join(names)}: legal orders {', '.join(legal)}; "
+                         f"{'tilable' if self.permutable(band) else 'not tilable'}; skew {self.skew(band)}; "
+                         f"wavefront {self.wavefront(band)}")
+        return "\n".join(lines)
+
+
+def _loop_name(n: ts.Node) -> str:
+    init = _field(n, "initializer")
+    if init is not None and init.type == "declaration":
+        ds = init.children_by_field_name("declarator")
+        return _text(_field(ds[0], "declarator")) if len(ds) == 1 and ds[0].type == "init_declarator" else ""
+    if init is not None and init.type == "assignment_expression":
+        return _text(_field(init, "left"))
+    return ""
+
+
+def _safe(name: str) -> str:
+    return re.sub(r"\W", "_", name)
+
+
+def _isl_expr_c(p: Poly) -> str:
+    return " + ".join(("*".join(m) if c == 1 else f"{c}*{'*'.join(m)}" if m else str(c)) for m, c in p.items()) or "0"
+
+
+def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
+    out = isl.UnionSet.from_set(sets[0])
+    for s in sets[1:]:
+        out = out.union(isl.UnionSet.from_set(s))
+    return out
+
+
+def _union_map(texts: list[str], prefix: str) -> isl.UnionMap:
+    if not texts:
+        return isl.UnionMap("{ }")
+    out = isl.UnionMap(texts[0] if not prefix else f"{prefix}{{ {texts[0]} }}")
+    for t in texts[1:]:
+        out = out.union(isl.UnionMap(t if not prefix else f"{prefix}{{ {t} }}"))
+    return out
+
+
+def _set(params: list[str], n: int, cond: str) -> isl.Set:
+    names = ", ".join(f"t{k}" for k in range(n))
+    return isl.Set(f"[{', '.join(_param(p) for p in params)}] -> {{ T[{names}] : {cond} }}")
+
+
+def _bset(params: list[str], d: int, cond: str) -> isl.Set:
+    names = ", ".join(f"b{k}" for k in range(d))
+    return isl.Set(f"[{', '.join(_param(p) for p in params)}] -> {{ B[{names}] : {cond} }}")
+
+
+def _lex_negative(params: list[str], order: tuple[int, ...]) -> isl.Set:
+    d = len(order)
+    parts = []
+    for k in range(d):
+        eq = [f"b{order[m]} = 0" for m in range(k)]
+        parts.append("(" + " and ".join([*eq, f"b{order[k]} < 0"]) + ")")
+    return _bset(params, d, " or ".join(parts))
+
+
+def nests(source: str, assume_noalias: bool = False) -> list[Nest]:
+    """Every outermost `for` nest inside a function body, in source order. `assume_noalias` treats
+    distinct pointer names as distinct objects even without `restrict` (the tuner does; the verifier
+    then checks the candidate); each Nest records the pairs it assumed in `noalias_assumed`."""
+    data = source.encode()
+    tree = parse(data)
+    out = []
+    for n in _walk(tree.root_node):
+        if n.type != "for_statement":
+            continue
+        ups = _ancestors(n)
+        func = next((a for a in ups if a.type == "function_definition"), None)
+        if func is None or any(a.type == "for_statement" for a in ups) or any(a.type == "ERROR" for a in ups):
+            continue
+        out.append(Nest(source, data, tree.root_node, func, n, assume_noalias))
+    return out

@@ -1,0 +1,266 @@
+"""Dependence analysis with isl (kernopt/agent/deps.py): legality answers on hand-written nests, and
+"don't know" wherever a nest is outside the model. No compiler, no sandbox."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from kernopt.agent.deps import Nest, nests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+GEMM_FLAT = """void k(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++)
+            for (long k = 0; k < n; k++)
+                c[i * n + j] += a[i * n + k] * b[k * n + j];
+}
+"""
+
+GEMM_2D = """void k(int n, double alpha, double beta, double (*restrict C)[n], double (*restrict A)[n],
+       double (*restrict B)[n]) {
+    int i, j, k;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++)
+            C[i][j] *= beta;
+    for (i = 0; i < n; i++)
+        for (j = 0; j < n; j++)
+            for (k = 0; k < n; k++)
+                C[i][j] += alpha * A[i][k] * B[k][j];
+}
+"""
+
+GAUSS_SEIDEL = """void k(int n, double (*restrict A)[n]) {
+    for (int i = 1; i < n - 1; i++)
+        for (int j = 1; j < n - 1; j++)
+            A[i][j] = 0.25 * (A[i - 1][j] + A[i + 1][j] + A[i][j - 1] + A[i][j + 1]);
+}
+"""
+
+TRISOLVE = """void k(int n, const double *restrict L, const double *restrict b, double *restrict x) {
+    for (int i = 0; i < n; i++) {
+        double s = b[i];
+        for (int j = 0; j < i; j++)
+            s -= L[i * n + j] * x[j];
+        x[i] = s / L[i * n + i];
+    }
+}
+"""
+
+JACOBI = """void k(int n, const double *restrict a, double *restrict b) {
+    for (int i = 1; i < n - 1; i++)
+        for (int j = 1; j < n - 1; j++)
+            b[i * n + j] = 0.2 * (a[i * n + j] + a[(i - 1) * n + j] + a[(i + 1) * n + j]
+                                  + a[i * n + j - 1] + a[i * n + j + 1]);
+}
+"""
+
+TIME_STENCIL = """#define T 10
+void k(int n, double A[restrict n][n]) {
+    for (int t = 0; t < T; t++)
+        for (int i = 1; i < n - 1; i++)
+            for (int j = 1; j < n - 1; j++)
+                A[i][j] = (A[i - 1][j] + A[i][j - 1] + A[i][j] + A[i][j + 1] + A[i + 1][j]) / 5.0;
+}
+"""
+
+JACOBI_1D_TIME = """void k(int steps, int n, double *restrict a, double *restrict b) {
+    for (int t = 0; t < steps; t++) {
+        for (int i = 1; i < n - 1; i++)
+            b[i] = (a[i - 1] + a[i] + a[i + 1]) / 3.0;
+        for (int i = 1; i < n - 1; i++)
+            a[i] = b[i];
+    }
+}
+"""
+
+
+def one(source: str, assume_noalias: bool = False) -> Nest:
+    [nest] = nests(source, assume_noalias)
+    assert nest.known, nest.reason
+    return nest
+
+
+def var(nest: Nest, name: str) -> int:
+    return next(lp.index for lp in nest.loops if lp.var == name)
+
+
+def legal_orders(nest: Nest, band_index: int = 0) -> set[str]:
+    import itertools
+    band = nest.bands()[band_index]
+    names = [nest.loops[i].var for i in band.loops]
+    return {"".join(names[k] for k in p) for p in itertools.permutations(range(len(band)))
+            if nest.legal_permutation(band, p)}
+
+
+def test_gemm_flat_every_order_is_legal_and_only_k_carries() -> None:
+    nest = one(GEMM_FLAT)
+    assert [nest.parallel(var(nest, v)) for v in "ijk"] == [True, True, False]
+    assert nest.carried(var(nest, "k")) == ["flow", "anti", "output"]
+    assert legal_orders(nest) == {"ijk", "ikj", "jik", "jki", "kij", "kji"}
+    band = nest.bands()[0]
+    assert nest.permutable(band)
+    assert nest.parallel_in(band, (0, 2, 1)) == [True, False, True]  # i-k-j: i and j parallel, k carries
+
+
+def test_gemm_with_a_beta_nest_and_vla_pointers() -> None:
+    scale, product = nests(GEMM_2D)
+    assert scale.known and product.known
+    assert [scale.parallel(lp.index) for lp in scale.loops] == [True, True]
+    assert "ikj" in legal_orders(product)
+    assert product.permutable(product.bands()[0])
+
+
+def test_parameter_arrays_may_overlap_unless_restrict_or_assumed() -> None:
+    source = GEMM_2D.replace("(*restrict C)", "C[n]").replace("(*restrict A)", "A[n]")
+    product = nests(source)[1]
+    assert not product.known and "may overlap" in product.reason
+    assumed = nests(source, assume_noalias=True)[1]
+    assert assumed.known and ("C", "A") in assumed.noalias_assumed
+    restricted = source.replace("C[n]", "C[restrict n]")  # restrict on the written one is enough
+    assert nests(restricted)[1].known
+
+
+def test_gauss_seidel_has_no_parallel_loop_and_a_wavefront() -> None:
+    nest = one(GAUSS_SEIDEL)
+    assert [nest.parallel(lp.index) for lp in nest.loops] == [False, False]
+    band = nest.bands()[0]
+    assert legal_orders(nest) == {"ij", "ji"} and nest.permutable(band)
+    assert nest.wavefront(band) == (1, 1)  # i + j as the outer loop leaves the inner one parallel
+
+
+def test_trisolve_outer_loop_carries_a_dependence() -> None:
+    nest = one(TRISOLVE)
+    assert nest.parallel(var(nest, "i")) is False and nest.carried(var(nest, "i")) == ["flow"]
+    assert nest.parallel(var(nest, "j")) is False  # the s -= ... reduction
+
+
+def test_a_scalar_declared_in_the_body_is_private_to_the_iteration() -> None:
+    source = TRISOLVE.replace("s / L[i * n + i]", "s").replace("* x[j]", "* b[j]")  # no recurrence through x
+    nest = one(source)
+    assert nest.parallel(var(nest, "i")) is True  # a fresh s per i
+
+
+def test_jacobi_out_of_place_both_loops_parallel() -> None:
+    nest = one(JACOBI)
+    assert [nest.parallel(lp.index) for lp in nest.loops] == [True, True]
+    assert nest.wavefront(nest.bands()[0]) == ()  # nothing to carry
+
+
+def test_time_stepped_stencil_needs_a_skew_to_tile() -> None:
+    nest = one(TIME_STENCIL)
+    assert [nest.parallel(lp.index) for lp in nest.loops] == [False, False, False]
+    band = nest.bands()[0]
+    assert legal_orders(nest) == {"tij", "tji"}
+    assert nest.permutable(band) is False
+    assert nest.skew(band) == [[1, 0, 0], [1, 1, 0], [1, 0, 1]]  # i + t, j + t
+    assert nest.wavefront(band) == (2, 1, 1)
+
+
+def test_jacobi_1d_time_loop_carries_the_spatial_loops_do_not() -> None:
+    nest = one(JACOBI_1D_TIME)
+    t, first, second = nest.loops
+    assert (nest.parallel(t.index), nest.parallel(first.index), nest.parallel(second.index)) == (False, True, True)
+
+
+def test_triangular_bounds_and_a_downward_loop() -> None:
+    lu = """void k(int n, double A[restrict n][n]) {
+    for (int i = 0; i < n; i++) {
+        for (int j = 0; j < i; j++) {
+            for (int k = 0; k < j; k++)
+                A[i][j] -= A[i][k] * A[k][j];
+            A[i][j] /= A[j][j];
+        }
+        for (int j = i; j < n; j++)
+            for (int k = 0; k < i; k++)
+                A[i][j] -= A[i][k] * A[k][j];
+    }
+}
+"""
+    nest = one(lu)
+    i, j1, k1, j2, k2 = nest.loops
+    assert [nest.parallel(x.index) for x in nest.loops] == [False, False, False, True, False]
+    assert legal_orders(nest, [b.loops for b in nest.bands()].index((j2.index, k2.index))) == {"jk", "kj"}
+    down = one("void k(int n, double *restrict x) {\n    for (int i = n - 1; i >= 1; i--)\n        x[i - 1] += x[i];\n}\n")
+    assert down.loops[0].step == -1 and down.parallel(0) is False
+    up = one("void k(int n, double *restrict x) {\n    for (int i = n - 1; i >= 1; i--)\n        x[i] += x[i];\n}\n")
+    assert up.parallel(0) is True
+
+
+def test_three_dimensional_flat_index_delinearizes() -> None:
+    source = """void k(int n, int m, double *restrict a) {
+    for (int i = 0; i < n; i++)
+        for (int j = 0; j < m; j++)
+            for (int k = 1; k < m; k++)
+                a[(i * m + j) * m + k] = a[(i * m + j) * m + k - 1] * 2.0;
+}
+"""
+    nest = one(source)
+    assert [nest.parallel(lp.index) for lp in nest.loops] == [True, True, False]
+
+
+def test_flat_index_that_may_not_delinearize_is_unknown() -> None:
+    # j runs to m, the row stride is n: a[i * n + j] may reach the next row
+    source = GEMM_FLAT.replace("for (long j = 0; j < n; j++)", "for (long j = 0; j < m; j++)").replace("long n,", "long n, long m,")
+    [nest] = nests(source)
+    assert not nest.known and "delinearize" in nest.reason
+
+
+def test_affine_and_data_dependent_conditions() -> None:
+    nest = one("""void k(int n, double *restrict x, const double *restrict y) {
+    for (int i = 0; i < n; i++) {
+        if (i > 0 && i < n - 1) x[i] = y[i];
+        if (y[i] > 0) x[i] = 0;
+    }
+}
+""")
+    assert nest.parallel(0) is True
+
+
+@pytest.mark.parametrize(("body", "why"), [
+    ("x[idx[i]] += 1.0;", "subscript outside the model"),  # non-affine subscript on a written array
+    ("x[i * i] = 1.0;", "not affine"),
+    ("x[i] = f(x[i]);", "call to `f`"),  # a call with unknown effects
+    ("*p = x[i];", "assignment to `*p`"),
+    ("while (x[i] > 1) x[i] /= 2;", "while"),
+    ("if (x[i] < 0) goto out;", "goto"),
+    ("x[i] = s.v;", "pointers, fields"),
+])
+def test_outside_the_model_is_dont_know(body: str, why: str) -> None:
+    source = ("struct S { double v; };\nvoid k(int n, const int *restrict idx, double *restrict x, double *restrict p, struct S s) {\n"
+              f"    for (int i = 0; i < n; i++) {{\n        {body}\n    }}\nout:\n    return;\n}}\n")
+    [nest] = nests(source)
+    assert not nest.known and why in nest.reason, nest.reason
+    band = nest.bands()
+    assert nest.parallel(0) is None and band == []
+
+
+@pytest.mark.parametrize("header", [
+    "for (int i = 0; i < n; i += 2)",  # a step other than 1
+    "for (int i = 0; i < x[0]; i++)",  # a data-dependent bound
+    "for (int i = 0; i * i < n; i++)",  # a condition that does not bound the variable
+])
+def test_loops_outside_the_model_are_dont_know(header: str) -> None:
+    [nest] = nests(f"void k(int n, double *restrict x) {{\n    {header}\n        x[i + 1] = x[i];\n}}\n")
+    assert not nest.known
+
+
+def test_read_only_arrays_may_be_indexed_any_way() -> None:
+    # a gather: nothing writes x or col, so the loop is still parallel
+    nest = one("void k(int n, const int *restrict col, const double *restrict x, double *restrict y) {\n"
+               "    for (int i = 0; i < n; i++)\n        y[i] = x[col[i]] * x[i * i];\n}\n")
+    assert nest.parallel(0) is True
+
+
+def test_data_dependent_bounds_of_csr_are_dont_know() -> None:
+    source = (ROOT / "tasks/openmp/spmv_csr/kernel.c").read_text()
+    assert not nests(source)[0].known
+
+
+def test_report_says_what_it_decided() -> None:
+    text = one(GEMM_FLAT).report()
+    assert "i parallel, j parallel, k carries flow/anti/output" in text and "tilable" in text
+    [unknown] = nests(GEMM_FLAT.replace("const double *restrict a", "const double *a").replace("double *restrict c", "double *c"))
+    assert "don't know" in unknown.report()

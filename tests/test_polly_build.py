@@ -1,0 +1,112 @@
+"""A candidate built with clang's Polly (Candidate.toolchain = "polly", issue 17 item 3): the build, the gate that
+keeps OpenMP's split-region calls to the ones Polly emitted, and the tuner's move."""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import subprocess
+import sys
+
+import pytest
+
+from kernopt.agent.tuner import all_moves, compiler_moves
+from kernopt.candidate import Candidate
+from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
+from kernopt.evaluators.c_family.static_gate import check_source
+from kernopt.task import load_task
+from tests.conftest import REPO, needs
+
+sys.path.insert(0, str(REPO / "bench"))
+import peers  # noqa: E402
+
+POLLY_MISSING = peers.polly_problem()
+pytestmark = pytest.mark.usefixtures("private_host_lock")
+needs_polly = pytest.mark.skipif(POLLY_MISSING is not None, reason=f"needs clang with Polly: {POLLY_MISSING}")
+
+# A kernel that starts an OpenMP team with the split-region calls itself and never ends it (the team would run on
+# after the kernel returns). The names are pasted together by the preprocessor, so no token of the source says GOMP_.
+SPLIT_BY_HAND = """#define CAT(a, b) a##b
+extern void CAT(GOMP_, parallel_start)(void (*)(void *), void *, unsigned);
+static void body(void *p) { (void)p; }
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    CAT(GOMP_, parallel_start)(body, 0, 2);
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (long k = 0; k < n; k++) s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }
+}
+"""
+
+
+# The same team, the function named by an asm label in pieces: no token of the source says asm or GOMP_ (the text
+# gate reads the source as written). The same compile without -polly-parallel references the function: refused.
+ASM_LABEL = """#define CAT(a, b) a##b
+extern void start_team(void (*)(void *), void *, unsigned) CAT(__as, m__)("GO" "MP_parallel_start");
+static void body(void *p) { (void)p; }
+void gemm(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    start_team(body, 0, 2);
+    for (long i = 0; i < n * n; i++) c[i] = a[i] + b[i];
+}
+"""
+
+
+def test_the_knob_leaves_every_other_id_as_it_was() -> None:
+    plain = Candidate(files={"kernel.c": "x"}, cflags=["-O2"])
+    key = {"files": {"kernel.c": "x"}, "cflags": ["-O2"], "defines": {}, "threads": None, "ranks": None, "bind": None}
+    assert plain.id == hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]
+    assert plain.model_copy(update={"toolchain": "polly"}).id != plain.id
+
+
+@needs_polly
+@needs("readelf")
+def test_a_polly_candidate_is_built_by_clang_with_parallel_loops_and_verified(small_evaluator: CFamilyEvaluator) -> None:
+    evaluator = small_evaluator
+    task = evaluator.task
+    cand = Candidate(files={task.kernel: task.baseline_source()}, toolchain="polly")
+    result, binary = evaluator.check_untimed(cand)
+    assert result.status == "ok", result.reason
+    assert binary is not None
+    comment = subprocess.run(["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True).stdout
+    assert "clang version" in comment
+    assert peers.parallel_loops(binary) >= 1  # Polly outlined a parallel loop: split-region calls passed the gate
+
+
+@needs_polly
+def test_split_region_calls_a_kernel_names_itself_are_refused(small_evaluator: CFamilyEvaluator) -> None:
+    evaluator = small_evaluator
+    task = evaluator.task
+    for toolchain in ("polly", None):
+        result = evaluator.evaluate(Candidate(files={task.kernel: SPLIT_BY_HAND}, toolchain=toolchain))
+        assert result.status == "rejected", (toolchain, result.status, result.reason)
+        assert "GOMP_parallel_start" in result.reason, result.reason  # polly: its own call; gcc: the object's symbol
+        assert (toolchain is None) == ("kernel references" in result.reason), result.reason
+    result = evaluator.evaluate(Candidate(files={task.kernel: ASM_LABEL}, toolchain="polly"))
+    assert result.status == "rejected" and "calls OpenMP's split region itself (GOMP_parallel_start)" in result.reason, result.reason
+
+
+def test_the_gate_keeps_the_toolchain_to_cpu_kernels_without_mpi() -> None:
+    mpi = load_task(REPO / "tasks" / "mpi" / "dot")
+    why = check_source(mpi, Candidate(files={mpi.kernel: mpi.baseline_source()}, toolchain="polly"))
+    assert why and "without MPI" in why
+    omp = load_task(REPO / "tests" / "data" / "small_gemm")
+    assert check_source(omp, Candidate(files={omp.kernel: omp.baseline_source()}, toolchain="polly")) is None
+
+
+def test_the_tuner_offers_polly_on_serial_code_and_keeps_a_polly_build_to_clang_s_flags() -> None:
+    task = load_task(REPO / "tests" / "data" / "small_gemm")
+    src = task.baseline_source()
+    base = Candidate(files={task.kernel: src}, cflags=["-march=native", "-floop-nest-optimize"])
+    polly = [m for m in compiler_moves(base, src, 2) if m.changes.get("toolchain") == "polly"]
+    assert len(polly) == 1 and polly[0].changes["cflags"] == ["-march=native"]  # graphite's flag is gcc's only
+    omp_src = src.replace("    for (long i", "#pragma omp parallel for\n    for (long i", 1)
+    assert not [m for m in compiler_moves(base, omp_src, 2) if m.changes.get("toolchain")]  # its own OpenMP: no Polly
+
+    parent = base.model_copy(update={"toolchain": "polly", "cflags": ["-march=native"]})
+    moves = all_moves(task, parent, 2)
+    assert moves, "a Polly build still gets source and flag moves"
+    assert not [m for m in moves if "#pragma omp" in m.changes.get("files", {}).get(task.kernel, "")]
+    assert all(f in {"-march=native", "-funroll-loops", "-O2", "-ffast-math", "-fopenmp-simd"}
+               for m in moves for f in m.changes.get("cflags", []))

@@ -168,12 +168,16 @@ def optimize(
             config.search.value_path = config.search.value_path.resolve()
         store = RunStore.create(config, task.name)
     err.print(f"run directory: [bold]{store.root}[/]")
-    hooks = ProgressHooks(err, config.search.max_candidates)
-    previous = signal.signal(signal.SIGTERM, _terminated)  # `kill`, a batch system's time limit: like Ctrl-C
+    term_signal = TermSignal()
+    hooks = ProgressHooks(err, config.search.max_candidates, checkpoint=term_signal.checkpoint)
+    previous = signal.signal(signal.SIGTERM, term_signal.handler)  # `kill`, a batch system's time limit: like Ctrl-C
+    sys.unraisablehook = term_signal.unraisable
     try:
         with hooks:
             summary = run_optimize(store, hooks, resumed=bool(resume), sandbox=sandbox_obj)
+            term_signal.checkpoint()  # a TERM dropped during the last steps still ends the run as a TERM
     except KeyboardInterrupt as e:
+        term_signal.pending = False
         term = isinstance(e, Terminated)
         err.print(f"[yellow]{'terminated' if term else 'interrupted'}[/]; continue with: kernopt optimize --resume {store.root}",
                   highlight=False, soft_wrap=True)
@@ -185,6 +189,7 @@ def optimize(
         raise typer.Exit(3) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
+        sys.unraisablehook = sys.__unraisablehook__
         store.close()
     if as_json:
         _finish(summary, True)
@@ -196,9 +201,29 @@ class Terminated(KeyboardInterrupt):
     """SIGTERM, raised where the run is, so it unwinds (evaluator cleanup, the log's lock) as Ctrl-C does."""
 
 
-def _terminated(signum: int, frame: Any) -> None:
-    signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
-    raise Terminated()
+class TermSignal:
+    """SIGTERM for one run: the handler raises Terminated where the run is. Python drops an exception raised in
+    some places without a trace ("Exception ignored in": a fork handler of `logging` while a sandbox process
+    starts, a finalizer), so the run would go on and end 0 (seen in CI). `checkpoint()`, called by the progress
+    hooks before each evaluation and at each message, raises it again then, once."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def unraisable(self, info: Any) -> None:
+        """sys.unraisablehook while the run goes: a dropped Terminated is pending, not a traceback on the screen."""
+        if not isinstance(info.exc_value, Terminated):
+            sys.__unraisablehook__(info)
+
+    def handler(self, signum: int, frame: Any) -> None:
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short
+        self.pending = True
+        raise Terminated()
+
+    def checkpoint(self) -> None:
+        if self.pending:
+            self.pending = False
+            raise Terminated()
 
 
 def _resume_config(stored: Any, task_dir: Optional[Path], config_file: Optional[Path], overrides: Optional[list[str]],

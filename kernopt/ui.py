@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import collections
 import time
+from collections.abc import Callable
 from pathlib import Path
 from types import TracebackType
 from typing import TYPE_CHECKING, Any
@@ -108,8 +109,9 @@ class ProgressHooks(Hooks):
     """Live progress: candidates tried, statuses, best verified speedup so far, elapsed and ETA; the phase
     of the evaluation in progress (building, verifying, race check, waiting for the timing lock, timing)."""
 
-    def __init__(self, console: Console, budget: int) -> None:
+    def __init__(self, console: Console, budget: int, checkpoint: Callable[[], None] | None = None) -> None:
         self.console = console
+        self.checkpoint = checkpoint  # called before each evaluation and at each message (the CLI's TERM handling)
         self.counts: collections.Counter[str] = collections.Counter()
         self.best = "none yet"
         self.budget = budget
@@ -156,6 +158,8 @@ class ProgressHooks(Hooks):
         return f"best [bold green]{self.best}[/]{spend} | {counts or 'no results yet'}{extra}"
 
     def on_eval_start(self, candidate: Candidate, index: int, budget: int) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint()
         self._current = (candidate.id, time.monotonic())
         self.progress.update(self.task_id, description=self._describe(f" | evaluating {candidate.id}"))
 
@@ -183,6 +187,8 @@ class ProgressHooks(Hooks):
         self.progress.update(self.task_id, advance=1, description=self._describe())
 
     def on_message(self, text: str) -> None:
+        if self.checkpoint is not None:
+            self.checkpoint()
         self.console.print(f"[cyan]•[/] {escape(text)}", highlight=False)
 
 

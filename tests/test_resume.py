@@ -205,3 +205,32 @@ def test_resume_extends_a_finished_run_and_refuses_other_changes(small_task: Pat
 
     p = optimize("--resume", str(run_dir), "--budget", "4")  # the same limit again: finished, nothing to do
     assert p.returncode == 0 and "already finished" in p.stderr and eval_ids(run_dir) == after
+
+
+def test_a_term_python_dropped_is_raised_again_at_the_next_checkpoint(capsys: pytest.CaptureFixture[str]) -> None:
+    """Python drops an exception raised in a fork handler or a finalizer ("Exception ignored in ..."): a SIGTERM that
+    lands there must still end the run, at the next evaluation or message, and print no traceback (seen in CI: a
+    TERM during a sandbox process's start went unnoticed and the run ended 0)."""
+    import gc
+
+    from kernopt.cli import Terminated, TermSignal
+
+    term = TermSignal()
+
+    class Finalized:
+        def __del__(self) -> None:
+            term.handler(signal.SIGTERM, None)
+
+    previous = signal.getsignal(signal.SIGTERM)
+    sys.unraisablehook = term.unraisable
+    try:
+        Finalized()  # the handler runs in __del__: its Terminated is dropped
+        gc.collect()
+        assert term.pending
+        with pytest.raises(Terminated):
+            term.checkpoint()
+        term.checkpoint()  # once only
+    finally:
+        sys.unraisablehook = sys.__unraisablehook__
+        signal.signal(signal.SIGTERM, previous)
+    assert "Traceback" not in capsys.readouterr().err

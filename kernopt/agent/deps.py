@@ -62,7 +62,7 @@ class Decl:
     derivs: tuple[str, ...]
     restrict: bool  # the first pointer derivation is restrict-qualified
     scalar: str  # 'int' | 'float' | 'other' for a name without derivations
-    where: str  # 'param' | 'local' | 'global'
+    where: str  # 'param' | 'local' | 'global' | 'field' (a member reached through a struct: `sys->lo`, `s.lo`)
     node: ts.Node | None = None
 
     @property
@@ -73,7 +73,7 @@ class Decl:
     @property
     def distinct(self) -> bool:
         """An object of its own (an array declared here, not a pointer that could point anywhere)."""
-        return self.where != "param" and bool(self.derivs) and self.derivs[0] == "[]"
+        return self.where not in ("param", "field") and bool(self.derivs) and self.derivs[0] == "[]"
 
 
 @dataclass(frozen=True)
@@ -129,7 +129,9 @@ def _ident(name: str) -> str:
 
 
 def _param(name: str) -> str:
-    return f"p_{name}"
+    """A parameter's isl name; a product of parameters (`n*n`) is a parameter of its own (isl is affine), which
+    forgets that it is n squared: the model then allows more than the program does, never less."""
+    return f"p_{name.replace('*', '_X_')}"
 
 
 def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
@@ -141,9 +143,9 @@ def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
         if not mono:
             terms.append(str(c))
             continue
-        if len(mono) != 1:
+        if len(mono) != 1 and any(m in loop_vars for m in mono):
             raise Unknown("a product of variables in an affine expression")
-        name = _ident(mono[0]) if mono[0] in loop_vars else _param(mono[0])
+        name = _ident(mono[0]) if mono[0] in loop_vars else _param("*".join(mono))
         terms.append(f"{c}*{name}" if c != 1 else name)
     return " + ".join(terms) or "0"
 
@@ -166,7 +168,7 @@ def _mul(a: Poly, b: Poly) -> Poly:
 def _declarator(node: ts.Node | None) -> tuple[str, tuple[str, ...], bool]:
     """(name, derivations from the identifier outward, restrict on the first pointer)."""
     outer: list[tuple[str, bool]] = []
-    while node is not None and node.type != "identifier":
+    while node is not None and node.type not in ("identifier", "field_identifier"):
         if node.type == "pointer_declarator":
             outer.append(("*", any(_text(q) in ("restrict", "__restrict", "__restrict__")
                                    for q in node.children if q.type == "type_qualifier")))
@@ -210,17 +212,168 @@ def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
     return out
 
 
+def _pure_functions(root: ts.Node) -> frozenset[str]:
+    """Functions of this file that compute a value from scalar arguments and nothing else
+    (`static inline long clampl(long v, long lo, long hi) { return v < lo ? lo : (v > hi ? hi : v); }`):
+    scalar parameters, no memory reached through pointers, arrays or struct members, every name their own or
+    a pure function's (math, or another such function). A call to one reads its arguments only."""
+    defs: dict[str, ts.Node] = {}
+    for f in root.named_children:
+        if f.type != "function_definition":
+            continue
+        decl = _field(f, "declarator")
+        while decl is not None and decl.type != "function_declarator":
+            decl = None if decl.type == "pointer_declarator" else _field(decl, "declarator")  # returns a pointer: no
+        ident = _field(decl, "declarator") if decl is not None else None
+        if ident is not None and ident.type == "identifier":
+            defs[_text(ident)] = f
+    pure = set(PURE)
+    changed = True
+    while changed:
+        changed = False
+        for fname, f in defs.items():
+            if fname not in pure and _is_pure(f, pure):
+                pure.add(fname)
+                changed = True
+    return frozenset(pure - PURE)
+
+
+def _is_pure(f: ts.Node, pure: set[str]) -> bool:
+    own: set[str] = set()
+    for d in _walk(f):
+        if d.type in ("parameter_declaration", "declaration"):
+            if any(c.type == "storage_class_specifier" for c in d.children) and d.type == "declaration" and d != f:
+                return False  # a static (state kept between calls) or extern local
+            for x in d.children_by_field_name("declarator"):
+                name, derivs, _ = _declarator(x)
+                if derivs or not name:
+                    return False
+                own.add(name)
+    body = _field(f, "body")
+    for n in _walk(body):
+        if n.type in ("subscript_expression", "pointer_expression", "field_expression", "asm_statement", "gnu_asm_expression"):
+            return False
+        if n.type == "call_expression":
+            if _text(_field(n, "function")) not in pure:
+                return False
+        elif n.type == "identifier" and _text(n) not in own and not (n.parent is not None and n.parent.type == "call_expression"):
+            return False
+    return True
+
+
+def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
+    """Local pointers of the function that view a parameter's memory for good: initialized from it (through
+    casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never assigned again. name -> the parameter.
+    Aliasing questions about a view are the parameter's (a view of a restrict pointer is based on it)."""
+    assigned = set()
+    for n in _walk(_field(func, "body")):
+        t = _field(n, "left") if n.type == "assignment_expression" else (
+            _field(n, "argument") if n.type == "update_expression" else None)
+        if t is not None:
+            assigned.add(_text(t))
+    out: dict[str, str] = {}
+    for name, d in decls.items():
+        if d.where != "local" or not d.derivs or d.derivs[0] != "*" or name in assigned or d.node is None:
+            continue
+        for x in d.node.children_by_field_name("declarator"):
+            if x.type != "init_declarator" or _declarator(x)[0] != name:
+                continue
+            v = _field(x, "value")
+            while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
+                v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
+            if v is not None and v.type == "binary_expression" and _text(_field(v, "operator")) in ("+", "-"):
+                v = _field(v, "left")
+            origin = decls.get(_text(v)) if v is not None and v.type == "identifier" else None
+            if origin is not None and origin.where == "param" and origin.derivs:
+                out[name] = origin.name
+    return out
+
+
+def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, ts.Node]:
+    """Integer locals of the function declared before the nest with an initializer and never assigned
+    (`long nn = n * n;`): in an index or bound they stand for that expression. name -> the initializer."""
+    assigned = {_text(t) for n in _walk(_field(func, "body"))
+                for t in [_field(n, "left") if n.type == "assignment_expression" else
+                          _field(n, "argument") if n.type == "update_expression" else None] if t is not None}
+    out: dict[str, ts.Node] = {}
+    for name, d in decls.items():
+        if d.where != "local" or d.derivs or d.scalar != "int" or name in assigned or d.node is None \
+                or d.node.start_byte >= top.start_byte:
+            continue
+        for x in d.node.children_by_field_name("declarator"):
+            v = _field(x, "value") if x.type == "init_declarator" and _declarator(x)[0] == name else None
+            if v is not None and v.type != "initializer_list":
+                out[name] = v
+    return out
+
+
+def _siblings(a: ts.Node, b: ts.Node) -> bool:
+    """Two declarations whose scopes (the blocks or loops holding them) do not contain one another."""
+    sa, sb = a.parent, b.parent
+    return sa is not None and sb is not None and sa.id != sb.id and \
+        sa.id not in {x.id for x in _ancestors(sb)} and sb.id not in {x.id for x in _ancestors(sa)}
+
+
+def _member(root: ts.Node, owner: Decl, access: ts.Node) -> Decl | None:
+    """The member a field expression `P->f` / `P.f` names, as a Decl of its own (named by the expression's text,
+    where 'field'), from the struct definition in this file that P's type names (`struct tag`, or a typedef of
+    one); None where that is not known (P through two pointers, a struct from a header, a nested member)."""
+    arg, member, op = _field(access, "argument"), _field(access, "field"), _text(_field(access, "operator"))
+    if arg is None or arg.type != "identifier" or member is None or owner.node is None:
+        return None
+    if owner.derivs != (("*",) if op == "->" else ()):  # `->` through one pointer, `.` on the struct itself
+        if not (op == "->" and owner.derivs == ("[]",)):
+            return None
+    body = _struct_body(root, _field(owner.node, "type"))
+    if body is None:
+        return None
+    for fd in body.named_children:
+        if fd.type != "field_declaration":
+            continue
+        ty = " ".join(_text(c) for c in fd.children if c.type in ("primitive_type", "sized_type_specifier", "type_identifier"))
+        for decl in fd.children_by_field_name("declarator"):
+            name, derivs, restrict = _declarator(decl)
+            if name == _text(member):
+                return Decl(f"{_text(arg)}{op}{name}", derivs, restrict, _scalar_kind(ty), "field", fd)
+    return None
+
+
+def _struct_body(root: ts.Node, ty: ts.Node | None) -> ts.Node | None:
+    """The field list of the struct a type names: `struct tag` (its definition anywhere in the file) or a
+    typedef name whose type is a struct with a body (or `struct tag`)."""
+    if ty is not None and ty.type == "type_identifier":
+        for d in _walk(root):
+            if d.type == "type_definition" and any(_text(x) == _text(ty) for x in d.children_by_field_name("declarator")):
+                return _struct_body(root, _field(d, "type"))
+        return None
+    if ty is None or ty.type != "struct_specifier":
+        return None
+    if _field(ty, "body") is not None:
+        return _field(ty, "body")
+    tag = _text(_field(ty, "name"))
+    for d in _walk(root):
+        if d.type == "struct_specifier" and _text(_field(d, "name")) == tag and _field(d, "body") is not None:
+            return _field(d, "body")
+    return None
+
+
 class _Builder:
     """Walks one nest and builds its statements; raises Unknown when something is outside the model."""
 
     def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node) -> None:
         self.macros = {m.group(1): int(m.group(2)) for m in _MACRO.finditer(data.decode(errors="replace"))}
         self.decls = _declarations(root, func)
+        self.root = root
+        self.pure = _pure_functions(root)
+        self.origins = _views(func, self.decls)
+        self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []
         self.bounds: dict[int, list[str]] = {}
         self.stmts: list[Stmt] = []
         self.locals: dict[str, tuple[ts.Node, tuple[int, ...], str]] = {}  # scalars declared in the nest
+        self.rows: dict[str, tuple[str, ts.Node | None]] = {}  # row pointers declared in the nest: (array, offset)
+        self.arrays: dict[str, tuple[ts.Node, tuple[int, ...]]] = {}  # arrays declared in the nest, the loops around
         self.written: set[str] = set()
         self.params: set[str] = set()
         headers = {x.id for n in _walk(top) if n.type == "for_statement"
@@ -236,11 +389,26 @@ class _Builder:
             if n.type == "declaration":
                 for d in n.children_by_field_name("declarator"):
                     name, derivs, _ = _declarator(d)
+                    if derivs and all(x == "[]" for x in derivs) and d.type == "array_declarator":
+                        if name in self.arrays:  # a local array without initializer: a fresh one per iteration
+                            raise Unknown(f"`{name}` declared twice inside the nest")
+                        self.arrays[name] = (n, ())
+                        continue
                     if derivs:
-                        raise Unknown(f"an array or pointer `{name}` declared inside the nest")
-                    if name in self.locals:
-                        raise Unknown(f"`{name}` declared twice inside the nest")
+                        row = self._row_pointer(d, derivs)
+                        if row is None:
+                            raise Unknown(f"an array or pointer `{name}` declared inside the nest")
+                        if name in self.rows:
+                            raise Unknown(f"`{name}` declared twice inside the nest")
+                        self.rows[name] = row
+                        continue
+                    if name in self.locals and not _siblings(self.locals[name][0], n):
+                        raise Unknown(f"`{name}` declared twice inside the nest, one scope inside the other")
+                    # the same name in sibling blocks (`long p = ...` in two loops) is two objects: the walk meets
+                    # each declaration before the uses in its block, and _statement points the name at it then
                     self.locals[name] = (n, (), _scalar_kind(_text(_field(n, "type"))))
+        if self.written & (set(self.rows) | set(self.arrays)):
+            raise Unknown(f"`{sorted(self.written & (set(self.rows) | set(self.arrays)))[0]}` is assigned inside the nest")
         self._loop(top, (), [0])
 
     # --- expressions -------------------------------------------------------------------------------
@@ -263,6 +431,10 @@ class _Builder:
             if name in self.macros:
                 return {(): self.macros[name]} if self.macros[name] else {}
             decl = self.decls.get(name)
+            if name in self.locals and name not in self.written:
+                return self.poly(self._constant_init(name), loop_vars)
+            if name in self.fixed and name not in self.locals:  # `long nn = n * n;` before the nest
+                return self.poly(self.fixed[name], loop_vars)
             if name in self.loop_names:
                 raise Unknown(f"the loop variable `{name}` is used outside its loop")
             if name in self.written or name in self.locals or (decl is not None and (decl.derivs or decl.scalar != "int")):
@@ -282,10 +454,54 @@ class _Builder:
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
         raise Unknown(f"`{_text(node)}` is not an affine expression")
 
+    def _row_pointer(self, d: ts.Node, derivs: tuple[str, ...]) -> tuple[str, ts.Node | None] | None:
+        """A pointer declared in the nest as a view into one array at an offset that the loops around it fix
+        (`const double *xr = x + r * C;`, `double *row = &a[i * n]`, `double *ci = c[i]` for a 2-D c): its element
+        `xr[e]` is that array's element at offset + e. (array, offset node or None); None for any other pointer."""
+        if derivs != ("*",) or d.type != "init_declarator":
+            return None
+        value = _field(d, "value")
+        while value is not None and value.type == "parenthesized_expression" and value.named_child_count == 1:
+            value = value.named_children[0]
+        base, offset = value, None
+        if value is not None and value.type == "binary_expression" and _text(_field(value, "operator")) == "+":
+            left, right = _field(value, "left"), _field(value, "right")
+            base, offset = (left, right) if left is not None and left.type == "identifier" and self._flat(_text(left)) else (right, left)
+        elif value is not None and value.type == "pointer_expression" and _text(_field(value, "operator")) == "&":
+            inner = _field(value, "argument")
+            if inner is not None and inner.type == "subscript_expression":
+                base, offset = _field(inner, "argument"), _field(inner, "index")
+        elif value is not None and value.type == "subscript_expression":  # a row of a 2-D array
+            arr = _field(value, "argument")
+            decl = self.decls.get(_text(arr)) if arr is not None and arr.type == "identifier" else None
+            if decl is not None and len(decl.derivs) == 2 and decl.contiguous:
+                return _text(arr), _field(value, "index")
+            return None
+        if base is None or base.type != "identifier" or not self._flat(_text(base)):
+            return None
+        return _text(base), offset
+
+    def _flat(self, name: str) -> bool:
+        decl = self.decls.get(name)
+        return decl is not None and len(decl.derivs) == 1 and name not in self.rows
+
+    def _constant_init(self, name: str) -> ts.Node:
+        """The initializer of an integer local that nothing writes after its declaration (`long p = i * n + s;`):
+        in an index it stands for that expression (of the enclosing loops' variables, which do not change in its
+        block). Unknown for any other local."""
+        node, _, kind = self.locals[name]
+        for d in node.children_by_field_name("declarator"):
+            if d.type == "init_declarator" and _text(_field(d, "declarator")) == name and kind == "int":
+                value = _field(d, "value")
+                if value is not None and value.type != "initializer_list":
+                    return value
+        raise Unknown(f"`{name}` in an index or bound is not a loop variable or an integer parameter")
+
     def affine(self, node: ts.Node | None, loop_vars: set[str]) -> str:
         p = self.poly(node, loop_vars)
-        if any(len(m) > 1 for m in p):
+        if any(len(m) > 1 and any(v in loop_vars for v in m) for m in p):
             raise Unknown(f"`{_text(node)}` is not affine")
+        self.params.update("*".join(m) for m in p if len(m) > 1)
         return _isl_poly(p, loop_vars)
 
     def condition(self, node: ts.Node | None, loop_vars: set[str]) -> list[str]:
@@ -403,13 +619,18 @@ class _Builder:
         accesses: list[Access] = []
         if node.type == "declaration":
             for d in node.children_by_field_name("declarator"):
+                if _declarator(d)[0] in self.rows:
+                    continue  # a row pointer: no memory is read, its elements are its array's
+                if _declarator(d)[0] in self.arrays:
+                    self.arrays[_declarator(d)[0]] = (node, loops)  # one array per iteration of these loops
+                    continue
                 if d.type == "init_declarator":
                     name = _text(_field(d, "declarator"))
-                    self.locals[name] = (node, loops, self.locals[name][2])
+                    self.locals[name] = (node, loops, _scalar_kind(_text(_field(node, "type"))))
                     accesses.append(self._scalar(name, True, loops))
                     self._reads(_field(d, "value"), loop_vars, loops, accesses)
                 elif d.type == "identifier":
-                    self.locals[_text(d)] = (node, loops, self.locals[_text(d)][2])
+                    self.locals[_text(d)] = (node, loops, _scalar_kind(_text(_field(node, "type"))))
             if not accesses:
                 return
         else:
@@ -463,21 +684,79 @@ class _Builder:
             out.append(self._element(node, False, loop_vars, loops, out))
             return
         if t == "call_expression":
-            if _text(_field(node, "function")) not in PURE:
+            if _text(_field(node, "function")) not in PURE and _text(_field(node, "function")) not in self.pure:
                 raise Unknown(f"a call to `{_text(_field(node, 'function'))}`")
             self._reads(_field(node, "arguments"), loop_vars, loops, out)
             return
         if t == "cast_expression":
             self._reads(_field(node, "value"), loop_vars, loops, out)
             return
-        if t == "pointer_expression" or t == "field_expression" or t == "comma_expression":
-            raise Unknown(f"`{_text(node)}`: pointers, fields and commas are outside the model")
+        if t == "field_expression":  # a struct member read as a value: an object of its own
+            decl = self._member_decl(node)
+            if decl.derivs:
+                raise Unknown(f"the pointer or array `{decl.name}` is used as a value")
+            out.append(Access(decl.name, False, (), decl.name))
+            return
+        if t == "pointer_expression" or t == "comma_expression":
+            raise Unknown(f"`{_text(node)}`: pointers, dereferences and commas are outside the model")
         if t in ("expression_statement", "parenthesized_expression", "binary_expression", "unary_expression",
                  "conditional_expression", "argument_list", "condition_clause"):
             for c in node.named_children:
                 self._reads(c, loop_vars, loops, out)
             return
         raise Unknown(f"`{_text(node)}` ({t}) is outside the model")
+
+    def _row_element(self, node: ts.Node, row: str, subs: list[ts.Node | None], write: bool, loop_vars: set[str],
+                     loops: tuple[int, ...], out: list[Access]) -> Access:
+        """`xr[e]` through a row pointer of the nest: the element of its array at the row's offset + e."""
+        if len(subs) != 1:
+            raise Unknown(f"`{_text(node)}`: a row pointer subscripted twice")
+        name, offset = self.rows[row]
+        decl = self.decls[name]
+        if not write:
+            self._reads(subs[0], loop_vars, loops, out)
+        dims: tuple[Poly, ...] | None
+        try:
+            if len(decl.derivs) == 2:  # `double *ci = c[i]`: ci[j] is c[i][j]
+                dims = (self.poly(offset, loop_vars), self.poly(subs[0], loop_vars))
+                if any(len(m) > 1 for d in dims for m in d):
+                    dims = None
+            else:
+                dims = (_add(self.poly(offset, loop_vars) if offset is not None else {}, self.poly(subs[0], loop_vars)),)
+        except Unknown:
+            dims = None
+        return Access(name, write, dims, _text(node))
+
+    def _local_element(self, node: ts.Node, array: str, subs: list[ts.Node | None], write: bool, loop_vars: set[str],
+                       loops: tuple[int, ...], out: list[Access]) -> Access:
+        """`t[e]` on an array declared in the nest: a fresh array per iteration of the loops around its
+        declaration, so those loops' variables index it too."""
+        where, declared_in = self.arrays[array]
+        if declared_in != loops[:len(declared_in)]:
+            raise Unknown(f"`{array}` is used outside the block that declares it")
+        if not write:
+            for sub in subs:
+                self._reads(sub, loop_vars, loops, out)
+        name = f"{array}@{where.start_byte}"
+        try:
+            own = tuple(self.poly(sub, loop_vars) for sub in subs)
+        except Unknown:
+            return Access(name, write, None, _text(node))
+        outer: tuple[Poly, ...] = tuple({(self.loops[i].var,): 1} for i in declared_in)
+        return Access(name, write, outer + own, _text(node))
+
+    def _member_decl(self, node: ts.Node) -> Decl:
+        """The Decl of a struct member `P->f` / `P.f` (registered under that name, so aliasing questions about it
+        are answered like any other pointer's), or Unknown."""
+        arg = _field(node, "argument")
+        owner = self.decls.get(_text(arg)) if arg is not None and arg.type == "identifier" else None
+        if owner is None or owner.where == "field" or _text(arg) in self.written:
+            raise Unknown(f"`{_text(node)}`: a member of a struct this analysis cannot see")
+        decl = _member(self.root, owner, node)
+        if decl is None:
+            raise Unknown(f"`{_text(node)}`: a member of a struct this analysis cannot see")
+        self.decls[decl.name] = decl
+        return decl
 
     def _target(self, node: ts.Node | None, loop_vars: set[str], loops: tuple[int, ...], out: list[Access], read: bool) -> None:
         while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
@@ -504,13 +783,22 @@ class _Builder:
         while base is not None and base.type == "subscript_expression":
             subs.insert(0, _field(base, "index"))
             base = _field(base, "argument")
-        if base is None or base.type != "identifier":
-            raise Unknown(f"`{_text(node)}`: the array is not a plain name")
-        name = _text(base)
+        if base is not None and base.type == "identifier" and _text(base) in self.rows:
+            return self._row_element(node, _text(base), subs, write, loop_vars, loops, out)
+        if base is not None and base.type == "identifier" and _text(base) in self.arrays:
+            return self._local_element(node, _text(base), subs, write, loop_vars, loops, out)
+        decl: Decl | None
+        if base is not None and base.type == "field_expression":
+            decl = self._member_decl(base)
+            name = decl.name
+        elif base is None or base.type != "identifier":
+            raise Unknown(f"`{_text(node)}`: the array is not a plain name or a struct member")
+        else:
+            name = _text(base)
+            decl = self.decls.get(name)
         for s in subs:
             if not write:  # the subscripts' own reads (x[idx[i]] reads idx[i]); a target's were read already
                 self._reads(s, loop_vars, loops, out)
-        decl = self.decls.get(name)
         dims: tuple[Poly, ...] | None
         try:
             dims = tuple(self.poly(s, loop_vars) for s in subs)
@@ -599,6 +887,7 @@ class Nest:
         reads: list[str] = []
         sched: list[str] = []
         self.domain: dict[str, isl.Set] = {}
+        self._element_of: dict[tuple[str, int], list[str]] = {}  # (statement, access index) -> subscripts in isl
         for s in self.stmts:
             vs = [_ident(self.loops[i].var) for i in s.loops]
             loop_vars = {self.loops[i].var for i in s.loops}
@@ -611,18 +900,19 @@ class Nest:
                 t += [str(s.position[k]), vs[k] if self.loops[i].step > 0 else f"-{vs[k]}"]
             t.append(str(s.position[len(s.loops)]))
             t += ["0"] * (2 * depth + 1 - len(t))
-            sched.append(f"{s.name}[{', '.join(vs)}] -> T[{', '.join(t)}]")
-            for a in s.accesses:
+            sched.append(f"{prefix}{{ {s.name}[{', '.join(vs)}] -> T[{', '.join(t)}] }}")
+            for k, a in enumerate(s.accesses):
                 if a.array not in written:
                     continue
                 dims = self._dims(a, dom, s, loop_vars, b)
+                self._element_of[(s.name, k)] = dims
                 rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}] }}"
                 (writes if a.write else reads).append(rel)
                 self._rels.append((a.array.split("@")[0], a.write, rel))
         self.domains = _union_set(domains)
-        self.schedule = _union_map(sched, prefix).intersect_domain(self.domains)
-        self.writes = _union_map(writes, "").intersect_domain(self.domains)
-        self.reads = _union_map(reads, "").intersect_domain(self.domains)
+        self.schedule = _union_map(sched).intersect_domain(self.domains)
+        self.writes = _union_map(writes).intersect_domain(self.domains)
+        self.reads = _union_map(reads).intersect_domain(self.domains)
         self.flow, self.anti, self.output = self._dependences(self.writes, self.reads)
         self.deps = self.flow.union(self.anti).union(self.output).coalesce()
 
@@ -635,6 +925,9 @@ class Nest:
     def _may_alias(self, b: _Builder, x: str, y: str) -> bool:
         if "@" in x or "@" in y:
             return False  # scalars declared in the nest
+        x, y = b.origins.get(x, x), b.origins.get(y, y)  # a view of a parameter is that parameter here
+        if x == y:
+            return True
         dx, dy = b.decls.get(x), b.decls.get(y)
         if dx is None or dy is None:  # an undeclared array: a macro or a header's global
             other = dx or dy
@@ -666,19 +959,28 @@ class Nest:
         mine = _split(a.dims[0], loop_vars)
         assert mine is not None
         subs = [mine.get(m, {}) for m in reversed(chain)]
-        # the subscript at stride chain[k] must lie in [0, chain[k + 1] / chain[k])
+        # the subscript at stride chain[k] must lie in [0, chain[k + 1] / chain[k]); one that lies a whole stride
+        # below or above it borrows from the next (`r * n + n - 1` is row r, column n - 1: the same element)
         for k in range(len(chain) - 1):
             stride = list(chain[k + 1])
             for m in chain[k]:
                 stride.remove(m)
-            sub = _isl_poly(subs[len(chain) - 1 - k], loop_vars)
-            bound = isl.Set(f"[{', '.join(_param(p) for p in self.params)}] -> "
-                            f"{{ {s.name}[{', '.join(_ident(self.loops[i].var) for i in s.loops)}] : "
-                            f"0 <= {sub} < {_param(stride[0])} }}")
-            if not dom.is_subset(bound):
-                raise Unknown(f"`{a.text}`: cannot prove `{_isl_expr_c(subs[len(chain) - 1 - k])}` lies in "
+            here, up = len(chain) - 1 - k, len(chain) - 2 - k
+            for borrow in (0, 1, -1):
+                sub = _add(subs[here], {(stride[0],): borrow})
+                if self._within(dom, s, _isl_poly(sub, loop_vars), stride[0]):
+                    subs[here], subs[up] = sub, _add(subs[up], {(): -borrow})
+                    break
+            else:
+                raise Unknown(f"`{a.text}`: cannot prove `{_isl_expr_c(subs[here])}` lies in "
                               f"[0, {stride[0]}), so the flat index may not delinearize")
         return [_isl_poly(d, loop_vars) for d in subs]
+
+    def _within(self, dom: isl.Set, s: Stmt, sub: str, stride: str) -> bool:
+        """0 <= sub < stride on the whole of the statement's domain."""
+        bound = isl.Set(f"[{', '.join(_param(p) for p in self.params)}] -> "
+                        f"{{ {s.name}[{', '.join(_ident(self.loops[i].var) for i in s.loops)}] : 0 <= {sub} < {_param(stride)} }}")
+        return bool(dom.is_subset(bound))
 
     def _layout(self, array: str, b: _Builder) -> list[tuple[str, ...]] | None:
         """The stride chain shared by every flat subscript of the array ([()] when all are affine)."""
@@ -692,6 +994,19 @@ class Nest:
         return _chain({m for p in parts if p is not None for m in p})
 
     # --- queries -------------------------------------------------------------------------------------
+    def same_element(self, s: Stmt, a: int, b: int) -> bool | None:
+        """Whether accesses a and b (indices into s.accesses, of one array the nest writes) touch the same element
+        in some instance of s; None if unknown."""
+        if not self.known or (s.name, a) not in self._element_of or (s.name, b) not in self._element_of:
+            return None
+        da, db = self._element_of[(s.name, a)], self._element_of[(s.name, b)]
+        if len(da) != len(db):
+            return None
+        prefix = f"[{', '.join(_param(p) for p in self.params)}] -> " if self.params else ""
+        vs = ", ".join(_ident(self.loops[i].var) for i in s.loops)
+        equal = " and ".join(f"{x} = {y}" for x, y in zip(da, db, strict=True)) or "true"
+        return not isl.Set(f"{prefix}{{ {s.name}[{vs}] : {equal} }}").intersect(self.domain[s.name]).is_empty()
+
     def under(self, loop: int) -> list[Stmt]:
         return [s for s in self.stmts if loop in s.loops]
 
@@ -708,8 +1023,8 @@ class Nest:
     def _deps_except(self, ignore: frozenset[str]) -> isl.UnionMap:
         """The dependences through every object but those named in `ignore`."""
         kept = [(w, rel) for name, w, rel in self._rels if name not in ignore]
-        writes = _union_map([r for w, r in kept if w], "").intersect_domain(self.domains)
-        reads = _union_map([r for w, r in kept if not w], "").intersect_domain(self.domains)
+        writes = _union_map([r for w, r in kept if w]).intersect_domain(self.domains)
+        reads = _union_map([r for w, r in kept if not w]).intersect_domain(self.domains)
         flow, anti, output = self._dependences(writes, reads)
         return flow.union(anti).union(output).coalesce()
 
@@ -897,12 +1212,11 @@ def _union_set(sets: list[isl.Set]) -> isl.UnionSet:
     return out
 
 
-def _union_map(texts: list[str], prefix: str) -> isl.UnionMap:
-    if not texts:
-        return isl.UnionMap("{ }")
-    out = isl.UnionMap(texts[0] if not prefix else f"{prefix}{{ {texts[0]} }}")
-    for t in texts[1:]:
-        out = out.union(isl.UnionMap(t if not prefix else f"{prefix}{{ {t} }}"))
+def _union_map(texts: list[str]) -> isl.UnionMap:
+    """The union of maps written in isl's notation (each with its parameters and braces)."""
+    out = isl.UnionMap("{ }")
+    for t in texts:
+        out = out.union(isl.UnionMap(t))
     return out
 
 

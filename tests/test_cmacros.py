@@ -1,0 +1,52 @@
+"""The file's own macros expanded for the loop analysis (kernopt/agent/cmacros.py): as the preprocessor would,
+line for line, directives, comments and strings untouched."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from kernopt.agent.cmacros import expand
+from kernopt.agent.deps import nests
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_function_like_macros_expand_in_code_only() -> None:
+    source = """#define IDX(i, j) ((i) * n + (j))
+#define AT(i, p) a[IDX(i, p)]
+#define N 128
+#define SCALE 0.5
+/* IDX(i, j) in a comment */
+void k(long n, double *restrict a) {
+    const char *s = "IDX(1, 2)";
+    for (long i = 0; i < N; i++)
+        a[IDX(i,
+              0)] = AT(i, 1) * SCALE + 1e5 + 0x1F;
+}
+"""
+    out = expand(source)
+    assert out.count("\n") == source.count("\n")  # every line on its row
+    assert out.splitlines()[:7] == source.splitlines()[:7]  # directives, the comment and the string as they were
+    assert "a[((i) * n + (0))\n]" in out and "a[((i) * n + (1))] * 0.5 + 1e5 + 0x1F" in out
+    assert "i < N;" in out  # an integer constant stays: the analysis reads it as one
+
+
+def test_what_is_left_unexpanded() -> None:
+    source = """#define STR(x) #x
+#define CAT(a, b) a##b
+#define SELF(x) SELF(x + 1)
+#define TWO(a, b) ((a) + (b))
+int f(int x) { return STR(x)[0] + CAT(x, 1) + SELF(x) + TWO(x) + TWO; }
+"""
+    out = expand(source).splitlines()[-1]
+    # stringizing and pasting: not expanded; a macro inside its own expansion stops; a wrong argument count and a
+    # function-like name without a call are not uses
+    assert "STR(x)" in out and "CAT(x, 1)" in out and "SELF(x + 1)" in out and "TWO(x)" in out and out.endswith("TWO; }")
+
+
+def test_a_kernel_indexed_through_macros_is_in_the_model() -> None:
+    source = (ROOT / "tasks/loops/lu_rowwise/kernel.c").read_text()
+    assert not nests(source)[0].known  # `IDX(i, j)` is a call to the analysis
+    [nest] = nests(expand(source))
+    assert [(lp.var, nest.parallel(lp.index)) for lp in nest.loops] == [
+        ("i", False), ("j", False), ("k", False), ("j", True), ("k", False)]  # the U part's columns are independent

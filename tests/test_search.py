@@ -119,6 +119,34 @@ def test_not_significant_never_becomes_best() -> None:
     assert search.run(state) is None
 
 
+def test_greedy_builds_on_a_promising_unproven_candidate() -> None:
+    """Each step 1 alone is 1.3x over its parent but not proven; two stacked (1.69x) are. Without building on the
+    unproven one, greedy would refine the baseline forever and never find the proven pair."""
+    policy = ChainPolicy()
+    state = make_state()
+    messages: list[str] = []
+
+    class Record(Hooks):
+        def on_message(self, text: str) -> None:
+            messages.append(text)
+
+    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+        ones = sum(1 for s in c.idea.split("/")[1:] if s == "1")
+        return verdict(c, 1.3 ** ones, significant=ones >= 2), False
+
+    search = GreedySearch(SearchConfig(max_candidates=12, batch=4, patience=3), policy, evaluate, Record())
+    best = search.run(state)
+    assert policy.parents[:2] == ["base", "base/1"]
+    assert best is not None and best[0].idea.startswith("base/1/1") and best[1].faster
+    assert any("builds on" in m and "not proven" in m for m in messages)
+    # a candidate under LEAD x its parent is no lead: the next round refines the same parent
+    flat = GreedySearch(SearchConfig(max_candidates=8, batch=4, patience=2), ChainPolicy(),
+                        lambda c: (verdict(c, 1.04, significant=False), False), Hooks())
+    flat_state = make_state()
+    flat.run(flat_state)
+    assert {c.parent for c, _ in flat_state.history} == {flat_state.baseline.id}
+
+
 # ---------------------------------------------------------------- beam, tree, evolve, value reranking, budgets
 
 

@@ -1,0 +1,57 @@
+"""Scalar replacement of an in-memory accumulator with a simd reduction (kernopt/agent/scalarize.py): where it is
+legal, what it writes, and that the rewritten kernels compute the same sums to rounding."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from kernopt.agent.cmacros import expand
+from kernopt.agent.scalarize import scalarizations
+from kernopt.agent.tuner import permutation_moves
+from tests.test_unroll import MATVEC, MATVEC_CALL, RANK_K, RANK_K_CALL, same_results
+
+ROOT = Path(__file__).resolve().parents[1]
+needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
+
+
+def test_a_dot_product_into_an_element_gets_a_register_and_a_simd_reduction() -> None:
+    [sc] = scalarizations(MATVEC)
+    assert sc.var == "j" and sc.target == "y[i]"
+    assert ("    for (i = 0; i < n; i++)\n        {\n            __typeof__(y[i]) acc_j = y[i];\n"
+            "            #pragma omp simd reduction(+:acc_j)\n            for (j = 0; j < n; j++)\n"
+            "                acc_j += A[i * n + j] * x[j];\n            y[i] = acc_j;\n        }\n}") in sc.source
+
+
+@pytest.mark.parametrize("body", [
+    "y[i] += A[i * n + j] * y[i];",  # E reads the element itself
+    "y[j] += A[i * n + j] * x[j];",  # a different element every iteration
+    "y[i] += A[i * n + j] * y[j];",  # E reads y[j], which is y[i] when j == i
+    "y[i] *= A[i * n + j];",  # not a sum
+])
+def test_illegal_or_other_shapes_get_no_move(body: str) -> None:
+    assert scalarizations(MATVEC.replace("y[i] += A[i * n + j] * x[j];", body)) == []
+
+
+def test_reads_of_the_same_array_that_never_meet_the_element_are_fine() -> None:
+    # lu_rowwise's U part: a[i][j] -= a[i][k] * a[k][j] over k < i, j >= i: neither read is a[i][j]
+    source = expand((ROOT / "tasks/loops/lu_rowwise/kernel.c").read_text())
+    assert {(sc.var, sc.line + 1) for sc in scalarizations(source)} == {("k", 13), ("k", 18)}
+
+
+def test_syrk_permutation_comes_with_the_register_sum() -> None:
+    source = expand((ROOT / "tasks/loops/syrk_lower/kernel.c").read_text())
+    [plain, summed] = sorted(permutation_moves("kernel.c", source, {}, openmp=True), key=lambda m: m.score)
+    assert summed.score > plain.score and "then sum into `c[((i) * n + (j))]` in a register" in summed.idea
+    assert permutation_moves("kernel.c", source, {}, openmp=False) == [plain]  # the pragma needs OpenMP
+
+
+@needs_gcc
+def test_rewritten_kernels_give_the_same_sums(tmp_path: Path) -> None:
+    variants = [sc.source for sc in scalarizations(MATVEC)]
+    assert same_results(tmp_path, MATVEC, variants, MATVEC_CALL, "matvec", rtol=1e-12) == "SAME"
+    summed = [sc.source for sc in scalarizations(RANK_K)]  # k innermost already: C[i][j] += A[i][k] * A[j][k]
+    assert len(summed) == 1
+    assert same_results(tmp_path, RANK_K, summed, RANK_K_CALL, "rank_k", rtol=1e-12) == "SAME"

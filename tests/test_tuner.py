@@ -393,6 +393,8 @@ def test_the_loop_inside_a_serial_loop_is_proposed_first() -> None:
     moves = _top_moves("tasks/loops/lu_rowwise", k=20)
     assert not any("parallel for" in idea and "line 11)" in idea for idea in moves)
     assert "add `#pragma omp parallel for` on the j loop (line 17)" in moves
+    # collapse(2) would run the k loop inside in parallel too, and that one carries the sum (a wrong answer, seen)
+    assert not any("collapse" in idea for idea in moves)
 
 
 def test_every_nest_parallelized_at_once_and_it_verifies(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:

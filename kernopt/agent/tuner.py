@@ -342,11 +342,13 @@ def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     priors: dict[int, float] = {}
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
+        # collapse(2) runs the loop inside in parallel too: not where the analysis proves that one carrying
+        inner_free = not any(loops[c].line in carrying for c in loop.children)
         if loop.parallelizable and verdicts.get(loop.line) is not False:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
-            edits += _parallel_edits(source, loop, where, priors[loop.index])
+            edits += _parallel_edits(source, loop, where, priors[loop.index], inner_free)
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
-            edits += _clause_edits(source, loop, where)
+            edits += _clause_edits(source, loop, where, inner_free)
         if loop.simdable:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop)}"
@@ -401,18 +403,18 @@ def dependence_verdicts(source: str, loops: list[Loop]) -> dict[int, bool]:
     return out
 
 
-def _parallel_edits(source: str, loop: Loop, where: str, prior: float) -> list[Edit]:
-    """A new `parallel for` on the loop: schedule variants and collapse(2)."""
+def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True) -> list[Edit]:
+    """A new `parallel for` on the loop: schedule variants and collapse(2) (where `collapse` allows it)."""
     variants = [(f"{' ' + sched if sched else ''}{clauses(loop)}", prior + offset)
                 for sched, offset in _schedules(loop.triangular or loop.indirect)]
-    if loop.perfect:
+    if loop.perfect and collapse:
         variants.append((f" collapse(2){clauses(loop, True)}", prior - 6.0))
     return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
              f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
 
 
-def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
-    """Add schedule / collapse / simd to an existing `parallel for` pragma on the loop."""
+def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True) -> list[Edit]:
+    """Add schedule / collapse (where `collapse` allows it) / simd to an existing `parallel for` pragma on the loop."""
     line = loop.omp[-1]
     if line.endswith("\\") or "//" in line or "/*" in line:
         return []
@@ -424,7 +426,7 @@ def _clause_edits(source: str, loop: Loop, where: str) -> list[Edit]:
         out += [(rewrite_pragma(source, loop, f"{line} {sched}"), score, f"use {sched} on {where}", "other")
                 for sched, score in scores.items()]
     inner_private = loop.inner_var and re.search(rf"private\([^)]*\b{re.escape(loop.inner_var)}\b", line)
-    if loop.perfect and "collapse" not in line and not inner_private:
+    if loop.perfect and collapse and "collapse" not in line and not inner_private:
         out.append((rewrite_pragma(source, loop, f"{line} collapse(2)"), 74.0,
                     f"collapse {where} with the loop inside it (collapse(2))", "other"))
     if loop.innermost and "simd" not in line and not loop.inner_omp:

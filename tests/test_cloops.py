@@ -396,7 +396,7 @@ def test_whole_local_array_reductions() -> None:
 @needs_gcc
 def test_whole_local_array_reduction_compiles(tmp_path: Path) -> None:
     lp = next(lp for lp in analyze(LOCAL_ARRAYS) if lp.line == 8)
-    from kernopt.agent.tuner import clauses
+    from kernopt.agent.pragmas import clauses
     src = insert_pragma(LOCAL_ARRAYS, lp, f"#pragma omp parallel for{clauses(lp)}")
     assert "reduction(+:count[:K], plain, sums)" in src and compiles(tmp_path, src) == ""
 

@@ -1,0 +1,177 @@
+"""The tuner's OpenMP pragma moves, as edits of the kernel's text: `parallel for` on each loop worth it (schedule and
+collapse(2) variants, the reduction and private clauses it needs), one move that parallelizes every nest at once,
+`simd`, and clause edits on pragmas already there. The order of the parallel-for moves comes from `parallel_prior`;
+the dependence analysis (deps.py) prunes loops it proves carrying and vouches for loops it proves parallel.
+"""
+
+from __future__ import annotations
+
+import re
+
+from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+from kernopt.agent.deps import nests
+
+
+def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = frozenset(),
+                   carrying: frozenset[int] = frozenset()) -> float:
+    """Loops in deeper nests (more work) first, each nest's outermost good loop before the inner ones.
+
+    Penalized: fork/join per iteration of enclosing loops, an enclosing loop that is itself a good
+    candidate, an obvious recurrence (x[i] written, x[j] read) or a shared scalar written (s += x[i];
+    out[i] = s), a loop variable unused in the body (a time-step loop) and MPI calls in the body.
+    A loop with an array reduction (a histogram's scatter loop) gets a small bonus: it does the work,
+    the loop that zeroes the bins beside it (as good and as deep) does not. `proven`: lines of loops the
+    dependence analysis proves parallel, good whatever the heuristics above say; `carrying`: lines it proves
+    carry a dependence, never good. No fork/join is charged for an enclosing loop in `carrying` or one whose variable the
+    body does not use (a time loop): those run serially anyway, and the loop inside is the one to parallelize.
+    """
+
+    def good(x: Loop) -> bool:
+        return x.line in proven or (_good(x) and x.line not in carrying)
+
+    ancestors = []
+    up = loops[loop.parent] if loop.parent is not None else None
+    while up is not None:
+        ancestors.append(up)
+        up = loops[up.parent] if up.parent is not None else None
+    forks = sum(1 for a in ancestors if a.uses_var and a.line not in carrying)
+    score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * forks + min(loop.size // 500, 4)
+    score += 2.0 if loop.array_reductions else 0.0
+    score -= 60.0 if any(a.parallelizable and good(a) for a in ancestors) else 0.0
+    return score - (0.0 if good(loop) else 50.0) - (60.0 if not loop.uses_var else 0.0)
+
+
+def _good(loop: Loop) -> bool:
+    return (loop.uses_var and not loop.recurrence and not loop.shared
+            and not any(c.startswith("MPI_") for c in loop.calls))
+
+
+def clauses(loop: Loop, collapse: bool = False) -> str:
+    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable).
+    Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`, gcc >= 6), or a whole local
+    array of constant size (`reduction(+:sums)` for `double sums[K][D]`)."""
+    parts = []
+    ops: dict[str, list[str]] = {}
+    for op, var in loop.reductions:
+        ops.setdefault(op, []).append(var)
+    for op, array, extent in loop.array_reductions:
+        ops.setdefault(op, []).append(f"{array}[:{extent}]" if extent else array)  # "": a whole local array
+    parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
+    private = [v for v in loop.private if not (collapse and v == loop.inner_var)]
+    if private:
+        parts.append(f"private({', '.join(private)})")
+    return "".join(" " + p for p in parts)
+
+
+def _schedules(irregular: bool) -> list[tuple[str, float]]:
+    """Schedule clauses with their offset from the plain parallel-for prior."""
+    if irregular:
+        return [("schedule(dynamic, 16)", 0.0), ("", -4.0), ("schedule(guided)", -6.0), ("schedule(static)", -40.0)]
+    return [("", 0.0), ("schedule(static)", -80.0), ("schedule(dynamic, 16)", -84.0), ("schedule(guided)", -88.0)]
+
+
+Edit = tuple[str | None, float, str, str]  # (new source or None if not applicable, score, idea, Move kind)
+
+
+def pragma_edits(source: str, analysed: str) -> list[Edit]:
+    """parallel for (with schedule / collapse variants), every nest at once, simd, and clause edits on existing
+    pragmas. `analysed`: the same source, line for line, as the dependence analysis reads it (macros expanded)."""
+    edits: list[Edit] = []
+    loops = analyze(source)
+    verdicts = dependence_verdicts(analysed, loops)
+    proven = frozenset(line for line, parallel in verdicts.items() if parallel)
+    carrying = frozenset(line for line, parallel in verdicts.items() if not parallel)
+    priors: dict[int, float] = {}
+    for loop in loops:
+        where = f"the {loop.var} loop (line {loop.line + 1})"
+        # collapse(2) runs the loop inside in parallel too: not where the analysis proves that one carrying
+        inner_free = not any(loops[c].line in carrying for c in loop.children)
+        if loop.parallelizable and verdicts.get(loop.line) is not False:
+            priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
+            edits += _parallel_edits(source, loop, where, priors[loop.index], inner_free)
+        elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
+            edits += _clause_edits(source, loop, where, inner_free)
+        if loop.simdable:
+            score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
+            pragma = f"#pragma omp simd{clauses(loop)}"
+            edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
+    edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if loops[i].line in proven})
+    return [(new, score, idea, kind) for new, score, idea, kind in edits if new is not None and new != source]
+
+
+def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -> list[Edit]:
+    """One move that parallelizes every nest at once (issue 17: kernels of several nests, where single moves
+    stack one greedy step at a time): per nest, the best-ranked loop the dependence analysis proves parallel,
+    none inside another; only loops worth a move on their own (prior 100 and up: not an inner loop paying a
+    fork/join per outer iteration). Ranked just above the best of them; offered only for two or more loops."""
+    def related(a: Loop, b: Loop) -> bool:
+        return a.start <= b.start < a.end or b.start <= a.start < b.end
+
+    picked: list[Loop] = []
+    for i, prior in sorted(priors.items(), key=lambda kv: -kv[1]):
+        if prior >= 100.0 and not any(related(loops[i], p) for p in picked):
+            picked.append(loops[i])
+    if len(picked) < 2:
+        return []
+    new = source
+    what: list[str] = []
+    for loop in sorted(picked, key=lambda lp: -lp.start):  # bottom up: the offsets above stay valid
+        sched = _schedules(loop.triangular or loop.indirect)[0][0]
+        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop)}"
+        new = insert_pragma(new, loop, pragma)
+        what.insert(0, f"`{pragma}` on the {loop.var} loop (line {loop.line + 1})")
+    return [(new, max(priors[lp.index] for lp in picked) + 4.0,
+             f"parallelize every nest at once: {'; '.join(what)} (each nest's loop the dependence analysis proves parallel)",
+             "other")]
+
+
+def dependence_verdicts(analysed: str, loops: list[Loop]) -> dict[int, bool]:
+    """Line of a loop -> whether the dependence analysis (deps.py, on `analysed`: the loops' source with its macros
+    expanded, line for line) proves it parallel (True) or carrying a dependence through an object other than the
+    reduction and private variables a `parallel for` clause would name (False: a parallel for there races or
+    computes something else, so it is no move). Loops outside the analysis's model are not in it."""
+    by_line = {loop.line: loop for loop in loops}
+    out: dict[int, bool] = {}
+    for nest in nests(analysed, assume_noalias=True):  # more overlap only adds dependences
+        for info in nest.loops:
+            loop = by_line.get(info.line)
+            if loop is None or loop.var != info.var:
+                continue
+            handled = frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions] + list(loop.private))
+            verdict = nest.parallel(info.index, handled)
+            if verdict is not None:
+                out[info.line] = verdict
+    return out
+
+
+def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True) -> list[Edit]:
+    """A new `parallel for` on the loop: schedule variants and collapse(2) (where `collapse` allows it)."""
+    variants = [(f"{' ' + sched if sched else ''}{clauses(loop)}", prior + offset)
+                for sched, offset in _schedules(loop.triangular or loop.indirect)]
+    if loop.perfect and collapse:
+        variants.append((f" collapse(2){clauses(loop, True)}", prior - 6.0))
+    return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
+             f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
+
+
+def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True) -> list[Edit]:
+    """Add schedule / collapse (where `collapse` allows it) / simd to an existing `parallel for` pragma on the loop."""
+    line = loop.omp[-1]
+    if line.endswith("\\") or "//" in line or "/*" in line:
+        return []
+    out: list[Edit] = []
+    if "schedule" not in line:
+        scores = ({"schedule(dynamic, 16)": 78.0, "schedule(guided)": 70.0, "schedule(static)": 40.0}
+                  if loop.triangular or loop.indirect else
+                  {"schedule(static)": 45.0, "schedule(dynamic, 16)": 44.0, "schedule(guided)": 40.0})
+        out += [(rewrite_pragma(source, loop, f"{line} {sched}"), score, f"use {sched} on {where}", "other")
+                for sched, score in scores.items()]
+    inner_private = loop.inner_var and re.search(rf"private\([^)]*\b{re.escape(loop.inner_var)}\b", line)
+    if loop.perfect and collapse and "collapse" not in line and not inner_private:
+        out.append((rewrite_pragma(source, loop, f"{line} collapse(2)"), 74.0,
+                    f"collapse {where} with the loop inside it (collapse(2))", "other"))
+    if loop.innermost and "simd" not in line and not loop.inner_omp:
+        simd = re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)
+        out.append((rewrite_pragma(source, loop, simd), 60.0 - (30.0 if loop.recurrence or loop.shared else 0.0),
+                    f"vectorize {where} as well (parallel for simd)", "compute"))
+    return out

@@ -371,6 +371,9 @@ def test_row_pointers_views_and_local_arrays() -> None:
     # two views of one parameter may overlap
     [nest] = nests(views.replace("const double (*L)[n] = (const double (*)[n])lp;", "const double (*L)[n] = (const double (*)[n])bp;"))
     assert not nest.known and "overlap" in nest.reason
+    # a view whose address is taken may be changed through it: a local pointer like any other
+    [nest] = nests(views.replace("double (*B)[m] = (double (*)[m])bp;", "double (*B)[m] = (double (*)[m])bp;\n    void *keep = &B;"))
+    assert not nest.known and "overlap" in nest.reason
     local = """void k(long nb, const double *restrict a, double *restrict c) {
     for (long b = 0; b < nb; b++) {
         double t[4];

@@ -242,7 +242,7 @@ def _is_pure(f: ts.Node, pure: set[str]) -> bool:
     own: set[str] = set()
     for d in _walk(f):
         if d.type in ("parameter_declaration", "declaration"):
-            if any(c.type == "storage_class_specifier" for c in d.children) and d.type == "declaration" and d != f:
+            if d.type == "declaration" and any(c.type == "storage_class_specifier" for c in d.children):
                 return False  # a static (state kept between calls) or extern local
             for x in d.children_by_field_name("declarator"):
                 name, derivs, _ = _declarator(x)
@@ -261,16 +261,23 @@ def _is_pure(f: ts.Node, pure: set[str]) -> bool:
     return True
 
 
-def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
-    """Local pointers of the function that view a parameter's memory for good: initialized from it (through
-    casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never assigned again. name -> the parameter.
-    Aliasing questions about a view are the parameter's (a view of a restrict pointer is based on it)."""
-    assigned = set()
+def _changed(func: ts.Node) -> set[str]:
+    """Names the function's body assigns, increments or takes the address of (`&p`: anything may change it)."""
+    out = set()
     for n in _walk(_field(func, "body")):
         t = _field(n, "left") if n.type == "assignment_expression" else (
-            _field(n, "argument") if n.type == "update_expression" else None)
+            _field(n, "argument") if n.type == "update_expression" or (
+                n.type == "pointer_expression" and _text(_field(n, "operator")) == "&") else None)
         if t is not None:
-            assigned.add(_text(t))
+            out.add(_text(t))
+    return out
+
+
+def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
+    """Local pointers of the function that view a parameter's memory for good: initialized from it (through
+    casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never changed again. name -> the parameter.
+    Aliasing questions about a view are the parameter's (a view of a restrict pointer is based on it)."""
+    assigned = _changed(func)
     out: dict[str, str] = {}
     for name, d in decls.items():
         if d.where != "local" or not d.derivs or d.derivs[0] != "*" or name in assigned or d.node is None:
@@ -290,11 +297,9 @@ def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
 
 
 def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, ts.Node]:
-    """Integer locals of the function declared before the nest with an initializer and never assigned
+    """Integer locals of the function declared before the nest with an initializer and never changed
     (`long nn = n * n;`): in an index or bound they stand for that expression. name -> the initializer."""
-    assigned = {_text(t) for n in _walk(_field(func, "body"))
-                for t in [_field(n, "left") if n.type == "assignment_expression" else
-                          _field(n, "argument") if n.type == "update_expression" else None] if t is not None}
+    assigned = _changed(func)
     out: dict[str, ts.Node] = {}
     for name, d in decls.items():
         if d.where != "local" or d.derivs or d.scalar != "int" or name in assigned or d.node is None \

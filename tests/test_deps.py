@@ -385,6 +385,10 @@ def test_row_pointers_views_and_local_arrays() -> None:
 }
 """
     assert _verdicts(local) == [("b", True), ("i", True), ("i", True)]  # t is a fresh array in every b iteration
+    # a row pointer into such an array is no row pointer (its elements are indexed by b too)
+    [nest] = nests(local.replace("        for (int i = 0; i < 4; i++)\n            c[b * 4 + i] = t[3 - i];",
+                                 "        double *u = t + 1;\n        for (int i = 0; i < 3; i++)\n            c[b * 4 + i] = u[i];"))
+    assert not nest.known
 
 
 def test_an_integer_local_of_the_function_set_once_before_the_nest() -> None:

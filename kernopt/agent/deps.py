@@ -479,7 +479,7 @@ class _Builder:
         elif value is not None and value.type == "subscript_expression":  # a row of a 2-D array
             arr = _field(value, "argument")
             decl = self.decls.get(_text(arr)) if arr is not None and arr.type == "identifier" else None
-            if decl is not None and len(decl.derivs) == 2 and decl.contiguous:
+            if decl is not None and len(decl.derivs) == 2 and decl.contiguous and _text(arr) not in self.arrays:
                 return _text(arr), _field(value, "index")
             return None
         if base is None or base.type != "identifier" or not self._flat(_text(base)):
@@ -487,8 +487,10 @@ class _Builder:
         return _text(base), offset
 
     def _flat(self, name: str) -> bool:
+        """A one-level array or pointer a row pointer may view (not another row pointer, not an array of the nest,
+        whose elements are indexed by the loops around it too)."""
         decl = self.decls.get(name)
-        return decl is not None and len(decl.derivs) == 1 and name not in self.rows
+        return decl is not None and len(decl.derivs) == 1 and name not in self.rows and name not in self.arrays
 
     def _constant_init(self, name: str) -> ts.Node:
         """The initializer of an integer local that nothing writes after its declaration (`long p = i * n + s;`):

@@ -50,3 +50,28 @@ def test_a_kernel_indexed_through_macros_is_in_the_model() -> None:
     [nest] = nests(expand(source))
     assert [(lp.var, nest.parallel(lp.index)) for lp in nest.loops] == [
         ("i", False), ("j", False), ("k", False), ("j", True), ("k", False)]  # the U part's columns are independent
+
+
+HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
+
+
+def test_only_macros_that_mean_the_same_everywhere_are_expanded() -> None:
+    # m1: redefined after an #undef (each use would get the last body); m3: REAL under #ifndef
+    m1 = (HOSTILE / "m1.c").read_text()
+    assert "AT(i) = a[i] * 0.5;" in expand(m1)
+    m3 = expand((HOSTILE / "m3.c").read_text())
+    assert "void f(REAL *restrict a" in m3
+    # a parameter's name inside the body's literals is left alone; string arguments keep their spaces
+    assert "a[i] = ((a[i]) * 0.5f);" in m3 and 'printf("x = %g\\n", (double)("two  spaces"));' in m3
+    # a use before the definition is not one
+    assert expand("int f(int x) { return TWICE(x); }\n#define TWICE(v) (2 * (v))\n").startswith("int f(int x) { return TWICE(x); }")
+
+
+def test_comments_inside_arguments_and_bodies() -> None:
+    # m2: a // comment in an argument must not swallow the rest once the call is joined onto one line
+    m2 = expand((HOSTILE / "m2.c").read_text())
+    assert "a[i] = 1.0; b[i] = a[i + 1]\n;" in m2
+    [nest] = nests(m2)
+    assert [(lp.var, nest.parallel(lp.index)) for lp in nest.loops] == [("i", False)]
+    # m4: a comment that runs onto the next line in a #define: the macro is left unexpanded
+    assert "a[i] = SCALE * a[i];" in expand((HOSTILE / "m4.c").read_text())

@@ -398,3 +398,18 @@ def test_an_integer_local_of_the_function_set_once_before_the_nest() -> None:
     assert verdicts[:2] == [("i", True), ("t", False)] and all(v for _, v in verdicts[2:])
     [_, nest] = nests(source.replace("long nn = n * n;", "long nn = n * n;\n    nn += 0;"))
     assert not nest.known  # assigned again: a value the analysis does not know
+
+
+# A red team's kernels against the new parts of the model (tests/data/deps_hostile/): each has a loop that really
+# carries a dependence (or a name that means something else where it is used). The analysis must never call it
+# parallel; "don't know" is a right answer.
+HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
+
+
+@pytest.mark.parametrize("name", ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k9", "k10", "k11", "k12", "k13", "k14"])
+def test_hostile_kernels_are_never_called_parallel(name: str) -> None:
+    from kernopt.agent.cmacros import expand
+
+    source = (HOSTILE / f"{name}.c").read_text()
+    for nest in nests(expand(source)):
+        assert all(nest.parallel(lp.index) is not True for lp in nest.loops), (name, nest.report())

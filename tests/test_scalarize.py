@@ -20,7 +20,7 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not inst
 def test_a_dot_product_into_an_element_gets_a_register_and_a_simd_reduction() -> None:
     [sc] = scalarizations(MATVEC)
     assert sc.var == "j" and sc.target == "y[i]"
-    assert ("    for (i = 0; i < n; i++)\n        {\n            __typeof__(y[i]) acc_j = y[i];\n"
+    assert ("    for (i = 0; i < n; i++)\n        if ((0) < (n)) {\n            __typeof__(y[i]) acc_j = y[i];\n"
             "            #pragma omp simd reduction(+:acc_j)\n            for (j = 0; j < n; j++)\n"
             "                acc_j += A[i * n + j] * x[j];\n            y[i] = acc_j;\n        }\n}") in sc.source
 
@@ -33,6 +33,19 @@ def test_a_dot_product_into_an_element_gets_a_register_and_a_simd_reduction() ->
 ])
 def test_illegal_or_other_shapes_get_no_move(body: str) -> None:
     assert scalarizations(MATVEC.replace("y[i] += A[i * n + j] * x[j];", body)) == []
+
+
+def test_the_element_is_touched_only_when_the_loop_runs() -> None:
+    # at i = n - 1 the j loop is empty and the original never touches y[n]: the rewrite must not either
+    source = """void k(int n, double *restrict y, const double *restrict a) {
+    for (int i = 0; i < n; i++)
+        for (int j = i + 1; j < n; j++)
+            y[i + 1] += a[i * n + j];
+}
+"""
+    [sc] = scalarizations(source)
+    assert "    for (int i = 0; i < n; i++)\n        if ((i + 1) < (n)) {\n" in sc.source
+    assert scalarizations(source.replace("for (int j = i + 1; j < n; j++)", "for (int j = n - 1; j > i; j--)")) == []
 
 
 def test_reads_of_the_same_array_that_never_meet_the_element_are_fine() -> None:
@@ -55,3 +68,9 @@ def test_rewritten_kernels_give_the_same_sums(tmp_path: Path) -> None:
     summed = [sc.source for sc in scalarizations(RANK_K)]  # k innermost already: C[i][j] += A[i][k] * A[j][k]
     assert len(summed) == 1
     assert same_results(tmp_path, RANK_K, summed, RANK_K_CALL, "rank_k", rtol=1e-12) == "SAME"
+
+
+def test_a_name_the_loop_body_declares_in_a_block_is_not_the_outer_one() -> None:
+    # s3: `{ int k = n; ... }` then `a[i] += a[j + k]` with the parameter k: a[j + k] may be a[i] (k = 0)
+    source = (ROOT / "tests" / "data" / "deps_hostile" / "s3.c").read_text()
+    assert scalarizations(source) == []

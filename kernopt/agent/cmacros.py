@@ -5,61 +5,99 @@ the dependence analysis (deps.py) reads C expressions, not macro calls, so a nes
 the model". `expand(source)` returns the source with every use of a macro the file itself defines replaced by
 its body, as the preprocessor would, and nothing else changed: directive lines, comments and strings stay,
 and every line stays on its row (a loop's line in the expansion is its line in the original), so verdicts found
-on the expansion apply to the original's loops. Macros from headers are not known here and stay as they are.
+on the expansion apply to the original's loops. The restructuring moves write their candidates from this text,
+so it must mean what the original means.
 
-Left unexpanded (the use stays, and the analysis then says "don't know" as before): bodies with `#` or `##`,
-variadic macros, a call whose argument count does not match, and a macro used inside its own expansion.
-Integer constants (`#define L 128`) stay too: the analysis reads them as constants already.
+Only macros whose meaning does not depend on where or how the file is compiled are expanded: defined once, never
+`#undef`ined, outside every `#if`/`#ifdef`/`#ifndef` block, and only at uses after the definition. Left
+unexpanded too (the use stays, and the analysis then says "don't know" as before): macros from headers, bodies
+with `#` or `##` or an unterminated comment, variadic macros, a call whose argument count does not match, and a
+macro used inside its own expansion. Integer constants (`#define L 128`) stay: the analysis reads them as
+constants already.
 """
 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-_DEFINE = re.compile(r"^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$")
+_DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$", re.S)
+_DEFINE = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$", re.S)
 _INT = re.compile(r"\(?\s*-?\d+[uUlL]*\s*\)?")
 _IDENT = re.compile(r"[A-Za-z_]\w*")
-_NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|[\w.])*")  # a preprocessing number (`1e-5`, `0x1F`, `10UL`): no identifier inside
+_NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|[\w.])*")  # a preprocessing number (`1e-5`, `0x1F`, `10UL`, `0.5f`)
 _DEPTH = 16  # nested expansions at most (a cycle stops here, unexpanded)
 
 
+@dataclass(frozen=True)
 class _Macro:
-    def __init__(self, params: list[str] | None, body: str) -> None:
-        self.params, self.body = params, body
+    params: tuple[str, ...] | None  # None: object-like
+    body: str
+    after: int  # offset of the end of its #define line: only later uses are expanded
 
 
 def definitions(source: str) -> dict[str, _Macro]:
-    """The macros the file defines (a later #define wins, #undef removes), continuation lines joined."""
+    """The macros of the file that mean the same wherever the file is compiled (see the module docstring)."""
     out: dict[str, _Macro] = {}
+    seen: dict[str, int] = {}
+    depth = 0
+    pos = 0
     lines = source.split("\n")
     k = 0
     while k < len(lines):
-        line = lines[k]
+        line, start = lines[k], pos
+        pos += len(lines[k]) + 1
         while line.endswith("\\") and k + 1 < len(lines):
             k += 1
             line = line[:-1] + " " + lines[k]
+            pos += len(lines[k]) + 1
         k += 1
-        undef = re.match(r"^[ \t]*#[ \t]*undef[ \t]+([A-Za-z_]\w*)", line)
-        if undef:
-            out.pop(undef.group(1), None)
+        d = _DIRECTIVE.match(line)
+        if d is None:
             continue
-        m = _DEFINE.match(line)
+        word, rest = d.group(1), d.group(2)
+        if word in ("if", "ifdef", "ifndef"):
+            depth += 1
+        elif word == "endif":
+            depth = max(0, depth - 1)
+        if word not in ("define", "undef"):
+            continue
+        m = _DEFINE.match(rest)
         if m is None:
             continue
-        name, params, body = m.group(1), m.group(3), _strip_comments(m.group(4)).strip()
-        if "#" in body or (params is not None and "..." in params) or (params is None and _INT.fullmatch(body)):
-            out.pop(name, None)  # stringizing, pasting, variadic, or an integer constant: left as it is
-            continue
-        names = [p.strip() for p in params.split(",")] if params is not None and params.strip() else []
-        if params is not None and not all(_IDENT.fullmatch(p) for p in names):
+        name = m.group(1)
+        seen[name] = seen.get(name, 0) + 1
+        if word == "undef" or depth or seen[name] > 1:
             out.pop(name, None)
             continue
-        out[name] = _Macro(names if params is not None else None, body)
-    return out
+        params, body = m.group(3), _strip_comments(m.group(4))
+        if body is None or "#" in body or (params is None and _INT.fullmatch(body.strip())):
+            continue  # stringizing, pasting, an unterminated comment, or an integer constant: left as it is
+        names = tuple(p.strip() for p in params.split(",")) if params is not None and params.strip() else ()
+        if params is not None and not all(_IDENT.fullmatch(p) for p in names):
+            continue  # variadic (`...`) or malformed
+        out[name] = _Macro(names if params is not None else None, body.strip(), start + len(line))
+    return {name: m for name, m in out.items() if seen[name] == 1}
 
 
-def _strip_comments(text: str) -> str:
-    return re.sub(r"/\*.*?\*/|//.*$", " ", text)
+def _strip_comments(text: str) -> str | None:
+    """The text with its comments replaced by a space (string literals kept); None for an unterminated one."""
+    out, i = [], 0
+    while i < len(text):
+        if text.startswith("/*", i) or text.startswith("//", i):
+            end = _skip_literal(text, i)
+            if text.startswith("/*", i) and not text[i:end].endswith("*/"):
+                return None
+            out.append(" ")
+            i = end
+        elif text[i] in "\"'":
+            end = _skip_literal(text, i)
+            out.append(text[i:end])
+            i = end
+        else:
+            out.append(text[i])
+            i += 1
+    return "".join(out)
 
 
 def expand(source: str) -> str:
@@ -107,7 +145,7 @@ def expand(source: str) -> str:
             out.append(m.group() if m else c)
             i = m.end() if m else i + 1
             continue
-        text, end = _expand_use(source, m.group(), m.end(), macros, frozenset())
+        text, end = _expand_use(source, m.group(), m.end(), {k: v for k, v in macros.items() if v.after <= i}, frozenset())
         out.append(text)
         i = end
     return "".join(out)
@@ -168,27 +206,53 @@ def _expand_use(s: str, name: str, end: int, macros: dict[str, _Macro], active: 
     args, stop = got
     if len(args) == 1 and not args[0].strip() and not macro.params:
         args = []
-    if len(args) != len(macro.params):
+    cleaned = [_strip_comments(a) for a in args]
+    if len(args) != len(macro.params) or any(a is None for a in cleaned):
         return name, end
-    newlines = s.count("\n", end, stop)
-    values = {p: _rescan(" ".join(a.split()), macros, active) for p, a in zip(macro.params, args, strict=True)}
-    body = _IDENT.sub(lambda m: values.get(m.group(), m.group()), macro.body)
+    newlines = s.count("\n", end, stop)  # put back after the expansion: the lines below keep their rows
+    values = {p: _rescan(a.replace("\n", " ").strip(), macros, active)
+              for p, a in zip(macro.params, cleaned, strict=True) if a is not None}
+    body = _substitute(macro.body, values)
     return _rescan(body, macros, active | {name}) + "\n" * newlines, stop
 
 
-def _rescan(text: str, macros: dict[str, _Macro], active: frozenset[str]) -> str:
+def _tokens(text: str) -> list[tuple[str, bool]]:
+    """The text as (piece, is an identifier) pairs: literals and numbers are pieces of their own, never identifiers."""
     out, i = [], 0
     while i < len(text):
-        if text[i] in "\"'":
+        if text[i] in "\"'" or text.startswith("/*", i) or text.startswith("//", i):
             j = _skip_literal(text, i)
-            out.append(text[i:j])
+            out.append((text[i:j], False))
             i = j
             continue
         m = _NUMBER.match(text, i) or _IDENT.match(text, i)
-        if m is None or m.re is _NUMBER:
-            out.append(m.group() if m else text[i])
-            i = m.end() if m else i + 1
+        if m is None:
+            out.append((text[i], False))
+            i += 1
+        else:
+            out.append((m.group(), m.re is _IDENT))
+            i = m.end()
+    return out
+
+
+def _substitute(body: str, values: dict[str, str]) -> str:
+    return "".join(values.get(t, t) if ident else t for t, ident in _tokens(body))
+
+
+def _rescan(text: str, macros: dict[str, _Macro], active: frozenset[str]) -> str:
+    out: list[str] = []
+    pieces = _tokens(text)
+    k, offset = 0, 0  # offset: where pieces[k] starts in text
+    while k < len(pieces):
+        piece, ident = pieces[k]
+        if not ident or piece not in macros:
+            out.append(piece)
+            offset += len(piece)
+            k += 1
             continue
-        got, i = _expand_use(text, m.group(), m.end(), macros, active)
+        got, end = _expand_use(text, piece, offset + len(piece), macros, active)
         out.append(got)
+        while k < len(pieces) and offset < end:  # the pieces the use consumed (its name and arguments)
+            offset += len(pieces[k][0])
+            k += 1
     return "".join(out)

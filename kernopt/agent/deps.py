@@ -273,14 +273,32 @@ def _changed(func: ts.Node) -> set[str]:
     return out
 
 
-def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
-    """Local pointers of the function that view a parameter's memory for good: initialized from it (through
-    casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never changed again. name -> the parameter.
-    Aliasing questions about a view are the parameter's (a view of a restrict pointer is based on it)."""
-    assigned = _changed(func)
-    out: dict[str, str] = {}
+def _once(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Decl]:
+    """Locals of the function declared once (no other declaration or parameter of the name), before the nest and in a
+    block around it, so every use of the name in the nest is that declaration, and never changed."""
+    count: dict[str, int] = {}
+    for n in _walk(func):
+        if n.type in ("declaration", "parameter_declaration"):
+            for x in n.children_by_field_name("declarator"):
+                name = _declarator(x)[0]
+                count[name] = count.get(name, 0) + 1
+    changed = _changed(func)
+    out: dict[str, Decl] = {}
     for name, d in decls.items():
-        if d.where != "local" or not d.derivs or d.derivs[0] != "*" or name in assigned or d.node is None:
+        block = d.node.parent if d.node is not None else None
+        if d.where == "local" and count.get(name) == 1 and name not in changed and block is not None \
+                and d.node is not None and d.node.end_byte <= top.start_byte and top.end_byte <= block.end_byte:
+            out[name] = d
+    return out
+
+
+def _views(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
+    """Local pointers of the function that view a parameter's memory for good: initialized from it (through
+    casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never changed again (`_once`). name -> the
+    parameter. Aliasing questions about a view are the parameter's (a view of a restrict pointer is based on it)."""
+    out: dict[str, str] = {}
+    for name, d in _once(func, top, decls).items():
+        if not d.derivs or d.derivs[0] != "*" or d.node is None:
             continue
         for x in d.node.children_by_field_name("declarator"):
             if x.type != "init_declarator" or _declarator(x)[0] != name:
@@ -297,19 +315,23 @@ def _views(func: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
 
 
 def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, ts.Node]:
-    """Integer locals of the function declared before the nest with an initializer and never changed
-    (`long nn = n * n;`): in an index or bound they stand for that expression. name -> the initializer."""
-    assigned = _changed(func)
+    """Integer locals of the function declared before the nest with an initializer, never changed (`_once`), whose
+    initializer reads only names nothing changes either (`long nn = n * n;`): in an index or bound they stand for
+    that expression. name -> the initializer."""
+    changed = _changed(func)
     out: dict[str, ts.Node] = {}
-    for name, d in decls.items():
-        if d.where != "local" or d.derivs or d.scalar != "int" or name in assigned or d.node is None \
-                or d.node.start_byte >= top.start_byte:
+    for name, d in _once(func, top, decls).items():
+        if d.derivs or d.scalar != "int" or d.node is None:
             continue
         for x in d.node.children_by_field_name("declarator"):
             v = _field(x, "value") if x.type == "init_declarator" and _declarator(x)[0] == name else None
-            if v is not None and v.type != "initializer_list":
+            if v is not None and v.type != "initializer_list" and not _names_in(v) & changed:
                 out[name] = v
     return out
+
+
+def _names_in(node: ts.Node) -> set[str]:
+    return {_text(n) for n in _walk(node) if n.type == "identifier"}
 
 
 def _siblings(a: ts.Node, b: ts.Node) -> bool:
@@ -370,14 +392,20 @@ class _Builder:
         self.decls = _declarations(root, func)
         self.root = root
         self.pure = _pure_functions(root)
-        self.origins = _views(func, self.decls)
+        # names the function declares (a parameter `double (*g)(double)`, a local): a call to one is not the file's g
+        self.shadowing = {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None and (
+            x.parent.type in ("declaration", "parameter_declaration")
+            or x.parent.type.endswith("declarator") and x.parent.type != "function_declarator")}
+        self.origins = _views(func, top, self.decls)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []
         self.bounds: dict[int, list[str]] = {}
         self.stmts: list[Stmt] = []
         self.locals: dict[str, tuple[ts.Node, tuple[int, ...], str]] = {}  # scalars declared in the nest
-        self.rows: dict[str, tuple[str, ts.Node | None]] = {}  # row pointers declared in the nest: (array, offset)
+        # row pointers declared in the nest: (array, offset, declaration); the offset's value where it is declared
+        self.rows: dict[str, tuple[str, ts.Node | None, ts.Node]] = {}
+        self.row_offsets: dict[str, Poly | None] = {}
         self.arrays: dict[str, tuple[ts.Node, tuple[int, ...]]] = {}  # arrays declared in the nest, the loops around
         self.written: set[str] = set()
         self.params: set[str] = set()
@@ -392,6 +420,8 @@ class _Builder:
             if t is not None and t.type == "identifier":
                 self.written.add(_text(t))
             if n.type == "declaration":
+                if any(c.type == "storage_class_specifier" for c in n.children):
+                    raise Unknown(f"line {n.start_point[0] + 1}: a static or extern declaration inside the nest")
                 for d in n.children_by_field_name("declarator"):
                     name, derivs, _ = _declarator(d)
                     if derivs and all(x == "[]" for x in derivs) and d.type == "array_declarator":
@@ -405,7 +435,7 @@ class _Builder:
                             raise Unknown(f"an array or pointer `{name}` declared inside the nest")
                         if name in self.rows:
                             raise Unknown(f"`{name}` declared twice inside the nest")
-                        self.rows[name] = row
+                        self.rows[name] = (*row, n)
                         continue
                     if name in self.locals and not _siblings(self.locals[name][0], n):
                         raise Unknown(f"`{name}` declared twice inside the nest, one scope inside the other")
@@ -433,6 +463,7 @@ class _Builder:
             name = _text(node)
             if name in loop_vars:
                 return {(name,): 1}
+            self._in_scope(name, node)
             if name in self.macros:
                 return {(): self.macros[name]} if self.macros[name] else {}
             decl = self.decls.get(name)
@@ -458,6 +489,17 @@ class _Builder:
             op = _text(_field(node, "operator"))
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
         raise Unknown(f"`{_text(node)}` is not an affine expression")
+
+    def _in_scope(self, name: str, use: ts.Node) -> None:
+        """A name the nest declares is that declaration only after it and inside its block (before it, or after the
+        block, the name is something else: a parameter, a global): anything else is Unknown."""
+        decl = (self.locals[name][0] if name in self.locals else self.arrays[name][0] if name in self.arrays
+                else self.rows[name][2] if name in self.rows else None)
+        if decl is None:
+            return
+        block = decl.parent
+        if block is None or not decl.end_byte <= use.start_byte < block.end_byte:
+            raise Unknown(f"line {use.start_point[0] + 1}: `{name}` is used where the nest's declaration of it is not in scope")
 
     def _row_pointer(self, d: ts.Node, derivs: tuple[str, ...]) -> tuple[str, ts.Node | None] | None:
         """A pointer declared in the nest as a view into one array at an offset that the loops around it fix
@@ -626,8 +668,9 @@ class _Builder:
         accesses: list[Access] = []
         if node.type == "declaration":
             for d in node.children_by_field_name("declarator"):
-                if _declarator(d)[0] in self.rows:
-                    continue  # a row pointer: no memory is read, its elements are its array's
+                if _declarator(d)[0] in self.rows:  # a row pointer: its elements are its array's at this offset
+                    self._row_offset(_declarator(d)[0], loop_vars, loops, accesses)
+                    continue
                 if _declarator(d)[0] in self.arrays:
                     self.arrays[_declarator(d)[0]] = (node, loops)  # one array per iteration of these loops
                     continue
@@ -671,6 +714,7 @@ class _Builder:
                 return
             if name in self.loop_names:
                 raise Unknown(f"the loop variable `{name}` is read outside its loop")
+            self._in_scope(name, node)
             decl = self.decls.get(name)
             if name in self.locals or name in self.written or (decl is not None and not decl.derivs):
                 if name in self.locals or name in self.written:
@@ -691,7 +735,8 @@ class _Builder:
             out.append(self._element(node, False, loop_vars, loops, out))
             return
         if t == "call_expression":
-            if _text(_field(node, "function")) not in PURE and _text(_field(node, "function")) not in self.pure:
+            callee = _text(_field(node, "function"))
+            if callee not in PURE and (callee not in self.pure or callee in self.shadowing):
                 raise Unknown(f"a call to `{_text(_field(node, 'function'))}`")
             self._reads(_field(node, "arguments"), loop_vars, loops, out)
             return
@@ -713,23 +758,44 @@ class _Builder:
             return
         raise Unknown(f"`{_text(node)}` ({t}) is outside the model")
 
+    def _row_offset(self, row: str, loop_vars: set[str], loops: tuple[int, ...], out: list[Access]) -> None:
+        """At a row pointer's declaration: its offset's value there (None where it is not affine) and its reads."""
+        _, offset, _ = self.rows[row]
+        if offset is None:
+            self.row_offsets[row] = {}
+            return
+        self._reads(offset, loop_vars, loops, out)
+        try:
+            p = self.poly(offset, loop_vars)
+        except Unknown:
+            self.row_offsets[row] = None
+            return
+        later = {v for m in p for v in m if v in self.loop_names and v not in loop_vars}
+        if later:  # a parameter named like a loop of the nest: the value would be read as that loop's later
+            raise Unknown(f"`{sorted(later)[0]}` in the offset of `{row}` names a loop variable of the nest too")
+        self.row_offsets[row] = p
+
     def _row_element(self, node: ts.Node, row: str, subs: list[ts.Node | None], write: bool, loop_vars: set[str],
                      loops: tuple[int, ...], out: list[Access]) -> Access:
         """`xr[e]` through a row pointer of the nest: the element of its array at the row's offset + e."""
         if len(subs) != 1:
             raise Unknown(f"`{_text(node)}`: a row pointer subscripted twice")
-        name, offset = self.rows[row]
+        name = self.rows[row][0]
+        offset = self.row_offsets[row]
         decl = self.decls[name]
         if not write:
             self._reads(subs[0], loop_vars, loops, out)
         dims: tuple[Poly, ...] | None
         try:
-            if len(decl.derivs) == 2:  # `double *ci = c[i]`: ci[j] is c[i][j]
-                dims = (self.poly(offset, loop_vars), self.poly(subs[0], loop_vars))
+            sub = self.poly(subs[0], loop_vars)
+            if offset is None:
+                dims = None
+            elif len(decl.derivs) == 2:  # `double *ci = c[i]`: ci[j] is c[i][j]
+                dims = (offset, sub)
                 if any(len(m) > 1 for d in dims for m in d):
                     dims = None
             else:
-                dims = (_add(self.poly(offset, loop_vars) if offset is not None else {}, self.poly(subs[0], loop_vars)),)
+                dims = (_add(offset, sub),)
         except Unknown:
             dims = None
         return Access(name, write, dims, _text(node))
@@ -772,6 +838,7 @@ class _Builder:
             name = _text(node)
             if name in loop_vars:
                 raise Unknown(f"the loop variable `{name}` is written")
+            self._in_scope(name, node)
             out.extend([self._scalar(name, False, loops)] if read else [])
             out.append(self._scalar(name, True, loops))
             return
@@ -790,6 +857,8 @@ class _Builder:
         while base is not None and base.type == "subscript_expression":
             subs.insert(0, _field(base, "index"))
             base = _field(base, "argument")
+        if base is not None and base.type == "identifier":
+            self._in_scope(_text(base), base)
         if base is not None and base.type == "identifier" and _text(base) in self.rows:
             return self._row_element(node, _text(base), subs, write, loop_vars, loops, out)
         if base is not None and base.type == "identifier" and _text(base) in self.arrays:
@@ -943,7 +1012,10 @@ class Nest:
             return False  # a scalar variable is its own object
         if dx.where == "local" and dx.derivs[0] == "*" or dy.where == "local" and dy.derivs[0] == "*":
             return True  # local pointers point anywhere
-        if dx.distinct or dy.distinct or dx.restrict or dy.restrict:
+        # a restrict member keeps apart only from other objects: the same member through two struct pointers may
+        # be one object (s == t), and restrict says nothing then
+        same_member = dx.where == dy.where == "field" and x.split("->")[-1].split(".")[-1] == y.split("->")[-1].split(".")[-1]
+        if dx.distinct or dy.distinct or ((dx.restrict or dy.restrict) and not same_member):
             return False
         if self.assume_noalias:
             self.noalias_assumed.add((x, y))

@@ -5,16 +5,17 @@ over i). gcc keeps that element in memory across the loop and will not vectorize
 which it may not do on its own. This move rewrites an innermost loop whose only statement is `X += E` (or `-=`),
 with X the same element in every iteration, as
 
-    {
+    if (LO < B) {  // the loop's own first test: X is touched only if the loop runs, as in the original
         __typeof__(X) acc = X;
         #pragma omp simd reduction(+:acc)
-        for (...) acc += E;
+        for (v = LO; v < B; v++) acc += E;
         X = acc;
     }
 
 Legal (deps.py, isl) when the loop carries no dependence through anything but X's array, and no other access of
-that array in E ever touches X's element. The simd reduction reassociates the sum: the verifier then decides
-whether the task's tolerance allows it, as for any reduction clause. OpenMP tasks only (the pragma needs -fopenmp).
+that array in E ever touches X's element; loops that count up by one only. The simd reduction reassociates the
+sum: the verifier then decides whether the task's tolerance allows it, as for any reduction clause. OpenMP tasks
+only (the pragma needs -fopenmp).
 """
 
 from __future__ import annotations
@@ -23,7 +24,7 @@ from dataclasses import dataclass
 
 from kernopt.agent.cloops import _field, _text, analyze
 from kernopt.agent.deps import Nest, nests
-from kernopt.agent.loopgen import identifiers
+from kernopt.agent.loopgen import header, identifiers
 
 
 @dataclass(frozen=True)
@@ -53,6 +54,9 @@ def scalarizations(source: str) -> list[Scalarization]:
             if found is None:
                 continue
             target, op, expr = found
+            head_parts = header(nest, lp.index)
+            if head_parts is None:  # counts down, or another form: the guard below needs `v = LO; v < B`
+                continue
             acc = next(f"{base}{k or ''}" for k in range(100) for base in (f"acc_{lp.var}",) if f"{base}{k or ''}" not in taken)
             node = lp.node
             body = _field(node, "body")
@@ -63,7 +67,9 @@ def scalarizations(source: str) -> list[Scalarization]:
                 continue
             head = data[node.start_byte:body.start_byte].decode().rstrip()
             pad = indent + "    "
-            block = (f"{{\n{pad}__typeof__({target}) {acc} = {target};\n{pad}#pragma omp simd reduction(+:{acc})\n"
+            # X is read and written only when the loop runs at least once, as in the original (X may not exist else)
+            block = (f"if (({head_parts.lo}) {head_parts.op} ({head_parts.bound})) {{\n"
+                     f"{pad}__typeof__({target}) {acc} = {target};\n{pad}#pragma omp simd reduction(+:{acc})\n"
                      f"{pad}{head}\n{pad}    {acc} {op} {expr};\n{pad}{target} = {acc};\n{indent}}}")
             new = (data[:node.start_byte] + block.encode() + data[node.end_byte:]).decode()
             out.append(Scalarization(new, lp.var, lp.line, target, tuple(sorted(nest.noalias_assumed))))

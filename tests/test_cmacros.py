@@ -75,3 +75,15 @@ def test_comments_inside_arguments_and_bodies() -> None:
     assert [(lp.var, nest.parallel(lp.index)) for lp in nest.loops] == [("i", False)]
     # m4: a comment that runs onto the next line in a #define: the macro is left unexpanded
     assert "a[i] = SCALE * a[i];" in expand((HOSTILE / "m4.c").read_text())
+
+
+def test_no_define_from_a_comment_no_glued_tokens_and_arguments_expanded_once() -> None:
+    # r2_f5: `#define alpha 1.0` inside a comment is no definition (alpha must stay in the product)
+    assert "c[i * n + j] += alpha * a[i * n + k]" in expand((HOSTILE / "r2_f5_comment_define.c").read_text())
+    # r2_f6: `-NEG_N` with `#define NEG_N -n` is `- -n`, never `--n`
+    assert "long m = - -n;" in expand((HOSTILE / "r2_f6_token_paste.c").read_text())
+    # a self-referential macro in an argument is expanded once, as gcc does
+    assert "return (s + 1);" in expand("#define s (s + 1)\n#define ID(v) v\nint f(void) { return ID(s); }\n")
+    # 400 nested uses: expanded as deep as it goes, still valid C (the rest are calls of macros still defined)
+    deep = (HOSTILE / "r2_o16_deep_macro_400.c").read_text()
+    assert expand(deep).count("\n") == deep.count("\n")

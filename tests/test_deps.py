@@ -406,10 +406,17 @@ def test_an_integer_local_of_the_function_set_once_before_the_nest() -> None:
 HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
 
 
-@pytest.mark.parametrize("name", ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k9", "k10", "k11", "k12", "k13", "k14"])
+@pytest.mark.parametrize("name", ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k9", "k10", "k11", "k12", "k13", "k14",
+                                  "r2_f7_deps_int_macro", "r2_f8_nested_shadow", "r2_f12_unsigned_wrap",
+                                  "r2_f13_narrow_cast", "r2_o15_long_expr"])
 def test_hostile_kernels_are_never_called_parallel(name: str) -> None:
     from kernopt.agent.cmacros import expand
 
     source = (HOSTILE / f"{name}.c").read_text()
     for nest in nests(expand(source)):
         assert all(nest.parallel(lp.index) is not True for lp in nest.loops), (name, nest.report())
+
+
+def test_a_nest_too_deep_to_walk_is_dont_know() -> None:
+    [nest] = nests((HOSTILE / "r2_o15_long_expr.c").read_text())  # a 1000-term sum: the walk's recursion gives up
+    assert not nest.known and "too deep" in nest.reason

@@ -20,9 +20,9 @@ needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not inst
 def test_a_dot_product_into_an_element_gets_a_register_and_a_simd_reduction() -> None:
     [sc] = scalarizations(MATVEC)
     assert sc.var == "j" and sc.target == "y[i]"
-    assert ("    for (i = 0; i < n; i++)\n        if ((0) < (n)) {\n            __typeof__(y[i]) acc_j = y[i];\n"
+    assert ("    for (i = 0; i < n; i++)\n        { if ((0) < (n)) {\n            __typeof__(y[i]) acc_j = y[i];\n"
             "            #pragma omp simd reduction(+:acc_j)\n            for (j = 0; j < n; j++)\n"
-            "                acc_j += A[i * n + j] * x[j];\n            y[i] = acc_j;\n        }\n}") in sc.source
+            "                acc_j += A[i * n + j] * x[j];\n            y[i] = acc_j;\n        } else j = 0; }\n}") in sc.source
 
 
 @pytest.mark.parametrize("body", [
@@ -44,7 +44,7 @@ def test_the_element_is_touched_only_when_the_loop_runs() -> None:
 }
 """
     [sc] = scalarizations(source)
-    assert "    for (int i = 0; i < n; i++)\n        if ((i + 1) < (n)) {\n" in sc.source
+    assert "    for (int i = 0; i < n; i++)\n        { if ((i + 1) < (n)) {\n" in sc.source and "else" not in sc.source
     assert scalarizations(source.replace("for (int j = i + 1; j < n; j++)", "for (int j = n - 1; j > i; j--)")) == []
 
 
@@ -74,3 +74,26 @@ def test_a_name_the_loop_body_declares_in_a_block_is_not_the_outer_one() -> None
     # s3: `{ int k = n; ... }` then `a[i] += a[j + k]` with the parameter k: a[j + k] may be a[i] (k = 0)
     source = (ROOT / "tests" / "data" / "deps_hostile" / "s3.c").read_text()
     assert scalarizations(source) == []
+
+
+
+@pytest.mark.parametrize("name", [
+    "r2_f9_scalar_rowptr",  # a row pointer declared in the loop body: X would name the outer pointer
+    "r2_f11_scalar_int_trunc",  # an int element summing doubles: the original truncates at every step
+    "r2_f14_scalar_atomic",  # a `#pragma omp atomic` on the sum inside a parallel loop
+    "r2_f16_scalar_if",  # an affine `if` in the body, which the model folds into the domain
+])
+def test_no_rewrite_where_the_body_or_element_says_otherwise(name: str) -> None:
+    source = expand((ROOT / "tests" / "data" / "deps_hostile" / f"{name}.c").read_text())
+    assert scalarizations(source) == []
+
+
+def test_an_else_after_the_loop_keeps_its_if() -> None:
+    [sc] = scalarizations((ROOT / "tests" / "data" / "deps_hostile" / "r2_f4_dangling_else.c").read_text())
+    assert "    if (i > 0)\n      { if ((0) < (m)) {" in sc.source and "      } }\n    else\n      c[i] = -1.0;" in sc.source
+
+
+def test_a_loop_variable_declared_outside_is_left_as_the_loop_leaves_it() -> None:
+    # r2_f10: `last[0] = k;` after the loop reads k, which the loop sets to 0 even when it runs no iteration
+    [sc] = scalarizations((ROOT / "tests" / "data" / "deps_hostile" / "r2_f10_scalar_zerotrip.c").read_text())
+    assert "} else k = 0; }" in sc.source

@@ -432,3 +432,35 @@ def test_the_polly_build_is_tried_in_the_first_batch_and_a_polly_parent_does_not
     assert {c.parent for c in props} == {polly.id, gcc_best.id}
     assert all(c.toolchain == "polly" for c in props if c.parent == polly.id)
     assert any("omp" in kernel(gemm, c) and c.parent == gcc_best.id for c in props)
+
+
+HOSTILE = ROOT / "tests/data/deps_hostile"
+
+
+def _edits(name: str) -> list[str]:
+    from kernopt.agent.cmacros import expand
+    from kernopt.agent.pragmas import pragma_edits
+    source = (HOSTILE / name).read_text()
+    return [idea for _, _, idea, _ in pragma_edits(source, expand(source))]
+
+
+def test_pragma_moves_on_shapes_a_red_team_found() -> None:
+    # two loops on one line: the outer i loop carries (it must not get the inner j loop's verdict)
+    assert not any("on the i loop (line 2)" in idea for idea in _edits("r2_f1_oneline.c"))
+    # the inner loop's array reduction is not the outer loop's: collapse(2) there would race
+    assert not any("collapse" in idea for idea in _edits("r2_f2_collapse.c"))
+    # a private variable read after the loop leaves it holding the last iteration's value
+    ideas = _edits("r2_f3_private_liveout.c")
+    assert "add `#pragma omp parallel for lastprivate(t)` on the i loop (line 3)" in ideas
+    assert not any("private(t)" in idea and "lastprivate" not in idea for idea in ideas)
+
+
+@pytest.mark.parametrize("name", ["r2_o15_long_expr.c", "r2_o16_deep_macro_400.c"])
+def test_code_nested_too_deep_does_not_crash_the_tuner(name: str, tmp_path: Path) -> None:
+    from kernopt.agent.tuner import all_moves
+    task_dir = tmp_path / "task"
+    shutil.copytree(ROOT / "tests/data/small_gemm", task_dir)
+    task = load_task(task_dir)
+    assert isinstance(task, Task)
+    moves = all_moves(task, Candidate(files={task.kernel: (HOSTILE / name).read_text()}, author="baseline"), 2)
+    assert any(m.idea.startswith("compile for the host CPU") for m in moves)  # the flags are still there

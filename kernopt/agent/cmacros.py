@@ -37,19 +37,34 @@ class _Macro:
 
 
 def definitions(source: str) -> dict[str, _Macro]:
-    """The macros of the file that mean the same wherever the file is compiled (see the module docstring)."""
+    """The macros of the file that mean the same wherever the file is compiled (see the module docstring), but for
+    integer constants, which stay as they are (`constants`)."""
+    return {name: m for name, m in _all_definitions(source).items() if m.params is not None or not _INT.fullmatch(m.body)}
+
+
+def constants(source: str, before: int) -> dict[str, int]:
+    """The file's integer constants (`#define L 128`, `#define N (64)`) under the same rules, defined before `before`."""
+    out = {}
+    for name, m in _all_definitions(source).items():
+        if m.params is None and _INT.fullmatch(m.body) and m.after <= before:
+            out[name] = int(m.body.strip("() \t").rstrip("uUlL"))
+    return out
+
+
+def _all_definitions(source: str) -> dict[str, _Macro]:
     out: dict[str, _Macro] = {}
     seen: dict[str, int] = {}
     depth = 0
     pos = 0
-    lines = source.split("\n")
+    blank = _blank_comments(source)  # a `#define` inside a comment is no directive
+    lines, raw = blank.split("\n"), source.split("\n")
     k = 0
     while k < len(lines):
-        line, start = lines[k], pos
+        line, text, start = lines[k], raw[k], pos
         pos += len(lines[k]) + 1
         while line.endswith("\\") and k + 1 < len(lines):
             k += 1
-            line = line[:-1] + " " + lines[k]
+            line, text = line[:-1] + " " + lines[k], text[:-1] + " " + raw[k]
             pos += len(lines[k]) + 1
         k += 1
         d = _DIRECTIVE.match(line)
@@ -70,14 +85,32 @@ def definitions(source: str) -> dict[str, _Macro]:
         if word == "undef" or depth or seen[name] > 1:
             out.pop(name, None)
             continue
-        params, body = m.group(3), _strip_comments(m.group(4))
-        if body is None or "#" in body or (params is None and _INT.fullmatch(body.strip())):
-            continue  # stringizing, pasting, an unterminated comment, or an integer constant: left as it is
+        params, body = m.group(3), m.group(4)
+        if "#" in body or _strip_comments(text) is None:
+            continue  # stringizing, pasting, or a comment that runs past the line (it would take the next one in)
         names = tuple(p.strip() for p in params.split(",")) if params is not None and params.strip() else ()
         if params is not None and not all(_IDENT.fullmatch(p) for p in names):
             continue  # variadic (`...`) or malformed
         out[name] = _Macro(names if params is not None else None, body.strip(), start + len(line))
     return {name: m for name, m in out.items() if seen[name] == 1}
+
+
+def _blank_comments(source: str) -> str:
+    """The source with every comment's characters but its newlines turned into spaces (same offsets, same lines)."""
+    out, i = [], 0
+    while i < len(source):
+        if source.startswith("/*", i) or source.startswith("//", i):
+            end = _skip_literal(source, i)
+            out.append("".join(c if c == "\n" else " " for c in source[i:end]))
+            i = end
+        elif source[i] in "\"'":
+            end = _skip_literal(source, i)
+            out.append(source[i:end])
+            i = end
+        else:
+            out.append(source[i])
+            i += 1
+    return "".join(out)
 
 
 def _strip_comments(text: str) -> str | None:
@@ -101,7 +134,15 @@ def _strip_comments(text: str) -> str | None:
 
 
 def expand(source: str) -> str:
-    """The source with the file's own macros expanded in its code (see the module docstring)."""
+    """The source with the file's own macros expanded in its code (see the module docstring); the source as it is
+    where the expansion nests too deep to follow."""
+    try:
+        return _expand(source)
+    except RecursionError:
+        return source
+
+
+def _expand(source: str) -> str:
     macros = definitions(source)
     if not macros:
         return source
@@ -146,7 +187,7 @@ def expand(source: str) -> str:
             i = m.end() if m else i + 1
             continue
         text, end = _expand_use(source, m.group(), m.end(), {k: v for k, v in macros.items() if v.after <= i}, frozenset())
-        out.append(text)
+        out.append(_spaced(out[-1][-1:] if out else "", text, source[end:end + 1]))
         i = end
     return "".join(out)
 
@@ -210,10 +251,26 @@ def _expand_use(s: str, name: str, end: int, macros: dict[str, _Macro], active: 
     if len(args) != len(macro.params) or any(a is None for a in cleaned):
         return name, end
     newlines = s.count("\n", end, stop)  # put back after the expansion: the lines below keep their rows
-    values = {p: _rescan(a.replace("\n", " ").strip(), macros, active)
-              for p, a in zip(macro.params, cleaned, strict=True) if a is not None}
+    # the arguments go in as written and are expanded in the rescan, where this macro's name is off (`ID(s)` with
+    # `#define s (s + 1)` is `(s + 1)`, as gcc has it, not `((s + 1) + 1)`)
+    values = {p: a.replace("\n", " ").strip() for p, a in zip(macro.params, cleaned, strict=True) if a is not None}
     body = _substitute(macro.body, values)
     return _rescan(body, macros, active | {name}) + "\n" * newlines, stop
+
+
+_WORD = set("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_")
+_PUNCT = set("+-*/%&|^<>=!.:#")
+
+
+def _spaced(before: str, text: str, after: str) -> str:
+    """An expansion with a space on a side where it would run into its neighbour and make another token, as the
+    preprocessor keeps tokens apart (`-NEG_N` with `#define NEG_N -n` is `- -n`, never `--n`)."""
+    def glue(a: str, b: str) -> bool:
+        return bool(a and b) and (a in _WORD and b in _WORD or a in _PUNCT and b in _PUNCT)
+
+    if not text:
+        return " "
+    return (" " if glue(before, text[0]) else "") + text + (" " if glue(text[-1], after) else "")
 
 
 def _tokens(text: str) -> list[tuple[str, bool]]:
@@ -251,7 +308,7 @@ def _rescan(text: str, macros: dict[str, _Macro], active: frozenset[str]) -> str
             k += 1
             continue
         got, end = _expand_use(text, piece, offset + len(piece), macros, active)
-        out.append(got)
+        out.append(_spaced(out[-1][-1:] if out else "", got, text[end:end + 1]))
         while k < len(pieces) and offset < end:  # the pieces the use consumed (its name and arguments)
             offset += len(pieces[k][0])
             k += 1

@@ -38,11 +38,15 @@ import islpy as isl
 import tree_sitter as ts
 
 from kernopt.agent.cloops import _ancestors, _field, _text, _walk, parse
+from kernopt.agent.cmacros import constants
 
 PURE = frozenset({"sqrt", "fabs", "exp", "log", "sin", "cos", "tan", "pow", "fma", "fmin", "fmax", "abs", "labs",
                   "sqrtf", "fabsf", "expf", "logf", "sinf", "cosf", "tanf", "powf", "fmaf", "fminf", "fmaxf",
                   "exp2", "log2", "log10", "cbrt", "tanh", "atan", "atan2", "floor", "ceil", "round", "hypot"})
-_MACRO = re.compile(r"(?m)^[ \t]*#[ \t]*define[ \t]+([A-Za-z_]\w*)[ \t]+\(?[ \t]*(-?\d+)[ \t]*\)?[ \t]*$")
+# Casts an index may go through unchanged: signed integer types of 32 bits or more (a narrower one wraps, `(uint8_t)`),
+# and unsigned ones of a single name (`(size_t)i * n`: a loop variable or parameter, not a difference that may be < 0)
+_WIDE = re.compile(r"(signed\s+)?(int|long|long\s+int|long\s+long(\s+int)?|int32_t|int64_t|ptrdiff_t|intptr_t|ssize_t)")
+_UNSIGNED = re.compile(r"\b(unsigned|size_t|uint\w*_t|uintptr_t)\b")
 _INT_TYPES = re.compile(r"\b(char|short|int|long|unsigned|signed|size_t|ssize_t|ptrdiff_t|u?int\w*_t)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|_Complex)\b")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
@@ -64,6 +68,7 @@ class Decl:
     scalar: str  # 'int' | 'float' | 'other' for a name without derivations
     where: str  # 'param' | 'local' | 'global' | 'field' (a member reached through a struct: `sys->lo`, `s.lo`)
     node: ts.Node | None = None
+    unsigned: bool = False  # an unsigned integer type (arithmetic on it wraps)
 
     @property
     def contiguous(self) -> bool:
@@ -208,7 +213,7 @@ def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
             if name and not (derivs and derivs[0] == "()"):
                 if decl.type == "function_declarator":
                     continue
-                out[name] = Decl(name, derivs, restrict, _scalar_kind(ty), where, d)
+                out[name] = Decl(name, derivs, restrict, _scalar_kind(ty), where, d, bool(_UNSIGNED.search(ty)))
     return out
 
 
@@ -388,14 +393,17 @@ class _Builder:
     """Walks one nest and builds its statements; raises Unknown when something is outside the model."""
 
     def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node) -> None:
-        self.macros = {m.group(1): int(m.group(2)) for m in _MACRO.finditer(data.decode(errors="replace"))}
+        self.macros = constants(data.decode(errors="replace"), top.start_byte)
         self.decls = _declarations(root, func)
         self.root = root
         self.pure = _pure_functions(root)
         # names the function declares (a parameter `double (*g)(double)`, a local): a call to one is not the file's g
+        own = _field(func, "declarator")
+        while own is not None and own.type != "function_declarator":
+            own = _field(own, "declarator")
         self.shadowing = {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None and (
-            x.parent.type in ("declaration", "parameter_declaration")
-            or x.parent.type.endswith("declarator") and x.parent.type != "function_declarator")}
+            x.parent.type in ("declaration", "parameter_declaration") or x.parent.type.endswith("declarator"))
+            and not (own is not None and x.parent.id == own.id)}  # a nested function's name too, not the kernel's
         self.origins = _views(func, top, self.decls)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
@@ -479,8 +487,12 @@ class _Builder:
             return {(name,): 1}
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self.poly(node.named_children[0], loop_vars)
-        if t == "cast_expression" and _INT_TYPES.search(_text(_field(node, "type"))):
-            return self.poly(_field(node, "value"), loop_vars)
+        if t == "cast_expression":
+            ty = " ".join(_text(_field(node, "type")).replace("const", "").split())
+            value = _field(node, "value")
+            if _WIDE.fullmatch(ty) or (_UNSIGNED.search(ty) and value is not None and value.type == "identifier"):
+                return self.poly(value, loop_vars)
+            raise Unknown(f"`{_text(node)}`: a cast that may change the value")
         if t == "unary_expression" and _text(_field(node, "operator")) in ("-", "+"):
             p = self.poly(_field(node, "argument"), loop_vars)
             return p if _text(_field(node, "operator")) == "+" else {k: -v for k, v in p.items()}
@@ -554,9 +566,13 @@ class _Builder:
         return _isl_poly(p, loop_vars)
 
     def condition(self, node: ts.Node | None, loop_vars: set[str]) -> list[str]:
-        """A conjunction of affine comparisons as isl constraints, or Unknown."""
+        """A conjunction of affine comparisons as isl constraints, or Unknown (a subtraction on an unsigned name may
+        wrap on purpose, `if (i - 1 >= n)` at i = 0: Unknown too, so the branch is taken as maybe running)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
             node = node.named_children[0]
+        if node is not None and "-" in _text(node) and any(
+                (d := self.decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier"):
+            raise Unknown("a subtraction on unsigned values in a condition")
         op = _text(_field(node, "operator"))
         if node is not None and node.type == "binary_expression" and op == "&&":
             return self.condition(_field(node, "left"), loop_vars) + self.condition(_field(node, "right"), loop_vars)
@@ -937,6 +953,8 @@ class Nest:
             self.reason = str(e)
         except isl.Error as e:  # an expression isl rejects: outside the model too
             self.reason = f"isl: {e}"
+        except RecursionError:  # an expression nested deeper than the walk follows (a 1000-term sum)
+            self.reason = "an expression nested too deep to analyse"
 
     @property
     def known(self) -> bool:
@@ -1073,6 +1091,11 @@ class Nest:
         return _chain({m for p in parts if p is not None for m in p})
 
     # --- queries -------------------------------------------------------------------------------------
+    def declaration(self, name: str) -> Decl | None:
+        """What the analysis took `name` to be (a parameter, local, global, or struct member `p->f`)."""
+        builder = getattr(self, "_builder", None)
+        return builder.decls.get(name) if builder is not None else None
+
     def same_element(self, s: Stmt, a: int, b: int) -> bool | None:
         """Whether accesses a and b (indices into s.accesses, of one array the nest writes) touch the same element
         in some instance of s; None if unknown."""

@@ -7,6 +7,7 @@ the dependence analysis (deps.py) prunes loops it proves carrying and vouches fo
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
 from kernopt.agent.deps import nests
@@ -20,21 +21,22 @@ def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = froze
     candidate, an obvious recurrence (x[i] written, x[j] read) or a shared scalar written (s += x[i];
     out[i] = s), a loop variable unused in the body (a time-step loop) and MPI calls in the body.
     A loop with an array reduction (a histogram's scatter loop) gets a small bonus: it does the work,
-    the loop that zeroes the bins beside it (as good and as deep) does not. `proven`: lines of loops the
-    dependence analysis proves parallel, good whatever the heuristics above say; `carrying`: lines it proves
-    carry a dependence, never good. No fork/join is charged for an enclosing loop in `carrying` or one whose variable the
-    body does not use (a time loop): those run serially anyway, and the loop inside is the one to parallelize.
+    the loop that zeroes the bins beside it (as good and as deep) does not. `proven`: indices of loops the
+    dependence analysis proves parallel, good whatever the heuristics above say; `carrying`: indices of loops it
+    proves carry a dependence, never good. No fork/join is charged for an enclosing loop in `carrying` or one whose
+    variable the body does not use (a time loop): those run serially anyway, and the loop inside is the one to
+    parallelize.
     """
 
     def good(x: Loop) -> bool:
-        return x.line in proven or (_good(x) and x.line not in carrying)
+        return x.index in proven or (_good(x) and x.index not in carrying)
 
     ancestors = []
     up = loops[loop.parent] if loop.parent is not None else None
     while up is not None:
         ancestors.append(up)
         up = loops[up.parent] if up.parent is not None else None
-    forks = sum(1 for a in ancestors if a.uses_var and a.line not in carrying)
+    forks = sum(1 for a in ancestors if a.uses_var and a.index not in carrying)
     score = 100.0 + 20.0 * (loop.depth + loop.levels) - 35.0 * forks + min(loop.size // 500, 4)
     score += 2.0 if loop.array_reductions else 0.0
     score -= 60.0 if any(a.parallelizable and good(a) for a in ancestors) else 0.0
@@ -46,10 +48,11 @@ def _good(loop: Loop) -> bool:
             and not any(c.startswith("MPI_") for c in loop.calls))
 
 
-def clauses(loop: Loop, collapse: bool = False) -> str:
-    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable).
-    Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`, gcc >= 6), or a whole local
-    array of constant size (`reduction(+:sums)` for `double sums[K][D]`)."""
+def clauses(loop: Loop, collapse: bool = False, live: frozenset[str] = frozenset()) -> str:
+    """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable); a private
+    variable in `live` (read after the loop) is lastprivate: after the loop it holds the last iteration's value, as
+    it would after the serial loop. Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`,
+    gcc >= 6), or a whole local array of constant size (`reduction(+:sums)` for `double sums[K][D]`)."""
     parts = []
     ops: dict[str, list[str]] = {}
     for op, var in loop.reductions:
@@ -57,7 +60,11 @@ def clauses(loop: Loop, collapse: bool = False) -> str:
     for op, array, extent in loop.array_reductions:
         ops.setdefault(op, []).append(f"{array}[:{extent}]" if extent else array)  # "": a whole local array
     parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
-    private = [v for v in loop.private if not (collapse and v == loop.inner_var)]
+    kept = [v for v in loop.private if not (collapse and v == loop.inner_var)]
+    last = [v for v in kept if v in live]
+    private = [v for v in kept if v not in live]
+    if last:
+        parts.append(f"lastprivate({', '.join(last)})")
     if private:
         parts.append(f"private({', '.join(private)})")
     return "".join(" " + p for p in parts)
@@ -79,24 +86,33 @@ def pragma_edits(source: str, analysed: str) -> list[Edit]:
     edits: list[Edit] = []
     loops = analyze(source)
     verdicts = dependence_verdicts(analysed, loops)
-    proven = frozenset(line for line, parallel in verdicts.items() if parallel)
-    carrying = frozenset(line for line, parallel in verdicts.items() if not parallel)
+    proven = frozenset(i for i, parallel in verdicts.parallel.items() if parallel)
+    carrying = frozenset(i for i, parallel in verdicts.parallel.items() if not parallel)
     priors: dict[int, float] = {}
+    data = source.encode()
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
-        # collapse(2) runs the loop inside in parallel too: not where the analysis proves that one carrying
-        inner_free = not any(loops[c].line in carrying for c in loop.children)
-        if loop.parallelizable and verdicts.get(loop.line) is not False:
+        # collapse(2) runs the loop inside in parallel too, under this loop's clauses: not where that one carries
+        collapse = loop.index not in verdicts.no_collapse
+        live = _read_after(data, loop)
+        if loop.parallelizable and verdicts.parallel.get(loop.index) is not False:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
-            edits += _parallel_edits(source, loop, where, priors[loop.index], inner_free)
+            edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live)
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
-            edits += _clause_edits(source, loop, where, inner_free)
+            edits += _clause_edits(source, loop, where, collapse)
         if loop.simdable:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
-            pragma = f"#pragma omp simd{clauses(loop)}"
+            pragma = f"#pragma omp simd{clauses(loop, live=live)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
-    edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if loops[i].line in proven})
+    edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if i in proven})
     return [(new, score, idea, kind) for new, score, idea, kind in edits if new is not None and new != source]
+
+
+def _read_after(data: bytes, loop: Loop) -> frozenset[str]:
+    """The loop's private variables whose name appears after it in the file (a later nest reads `t`): they must
+    leave the loop holding what the serial loop leaves (lastprivate)."""
+    rest = data[loop.end:].decode(errors="replace")
+    return frozenset(v for v in loop.private if re.search(rf"(?<![\w.>]){re.escape(v)}\b", rest))
 
 
 def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -> list[Edit]:
@@ -117,7 +133,7 @@ def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -
     what: list[str] = []
     for loop in sorted(picked, key=lambda lp: -lp.start):  # bottom up: the offsets above stay valid
         sched = _schedules(loop.triangular or loop.indirect)[0][0]
-        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop)}"
+        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop, live=_read_after(source.encode(), loop))}"
         new = insert_pragma(new, loop, pragma)
         what.insert(0, f"`{pragma}` on the {loop.var} loop (line {loop.line + 1})")
     return [(new, max(priors[lp.index] for lp in picked) + 4.0,
@@ -125,31 +141,52 @@ def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -
              "other")]
 
 
-def dependence_verdicts(analysed: str, loops: list[Loop]) -> dict[int, bool]:
-    """Line of a loop -> whether the dependence analysis (deps.py, on `analysed`: the loops' source with its macros
-    expanded, line for line) proves it parallel (True) or carrying a dependence through an object other than the
-    reduction and private variables a `parallel for` clause would name (False: a parallel for there races or
-    computes something else, so it is no move). Loops outside the analysis's model are not in it."""
-    by_line = {loop.line: loop for loop in loops}
-    out: dict[int, bool] = {}
+@dataclass
+class Verdicts:
+    """What the dependence analysis says about the loops (cloops.analyze's, by index): `parallel` True where it proves
+    a `parallel for` with the loop's clauses safe, False where the loop carries a dependence through anything else
+    (no move); `no_collapse`: perfect loops whose inner loop carries a dependence under the outer loop's clauses (a
+    collapse(2) would race). Loops outside the analysis's model are in neither."""
+
+    parallel: dict[int, bool] = field(default_factory=dict)
+    no_collapse: set[int] = field(default_factory=set)
+
+
+def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
+    """The analysis of `analysed` (the loops' source with its macros expanded, line for line), matched to the loops
+    by line, variable and depth (two loops on one line stay apart; an ambiguous match gets no verdict)."""
+    keyed: dict[tuple[int, str | None, int], list[Loop]] = {}
+    for loop in loops:
+        keyed.setdefault((loop.line, loop.var, loop.depth), []).append(loop)
+    out = Verdicts()
     for nest in nests(analysed, assume_noalias=True):  # more overlap only adds dependences
         for info in nest.loops:
-            loop = by_line.get(info.line)
-            if loop is None or loop.var != info.var:
+            match = keyed.get((info.line, info.var, info.depth), [])
+            if len(match) != 1:
                 continue
-            handled = frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions] + list(loop.private))
+            loop = match[0]
+            handled = _handled(loop)
             verdict = nest.parallel(info.index, handled)
             if verdict is not None:
-                out[info.line] = verdict
+                out.parallel[loop.index] = verdict
+            inner = [x for x in nest.loops if x.parent == info.index]
+            if loop.perfect and len(inner) == 1 and nest.parallel(inner[0].index, handled) is False:
+                out.no_collapse.add(loop.index)
     return out
 
 
-def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True) -> list[Edit]:
+def _handled(loop: Loop) -> frozenset[str]:
+    """The objects a `parallel for` on the loop takes care of: its reduction and private variables."""
+    return frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions] + list(loop.private))
+
+
+def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True,
+                    live: frozenset[str] = frozenset()) -> list[Edit]:
     """A new `parallel for` on the loop: schedule variants and collapse(2) (where `collapse` allows it)."""
-    variants = [(f"{' ' + sched if sched else ''}{clauses(loop)}", prior + offset)
+    variants = [(f"{' ' + sched if sched else ''}{clauses(loop, live=live)}", prior + offset)
                 for sched, offset in _schedules(loop.triangular or loop.indirect)]
     if loop.perfect and collapse:
-        variants.append((f" collapse(2){clauses(loop, True)}", prior - 6.0))
+        variants.append((f" collapse(2){clauses(loop, True, live)}", prior - 6.0))
     return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
              f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
 

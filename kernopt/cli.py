@@ -189,7 +189,7 @@ def optimize(
         raise typer.Exit(3) from None
     finally:
         signal.signal(signal.SIGTERM, previous)
-        sys.unraisablehook = sys.__unraisablehook__
+        sys.unraisablehook = term_signal.previous_hook
         store.close()
     if as_json:
         _finish(summary, True)
@@ -209,11 +209,13 @@ class TermSignal:
 
     def __init__(self) -> None:
         self.pending = False
+        self.previous_hook = sys.unraisablehook
 
     def unraisable(self, info: Any) -> None:
-        """sys.unraisablehook while the run goes: a dropped Terminated is pending, not a traceback on the screen."""
+        """sys.unraisablehook while the run goes: a dropped Terminated is pending, not a traceback on the screen;
+        anything else goes to the hook that was there before."""
         if not isinstance(info.exc_value, Terminated):
-            sys.__unraisablehook__(info)
+            self.previous_hook(info)
 
     def handler(self, signum: int, frame: Any) -> None:
         signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a second TERM while unwinding must not cut the cleanup short

@@ -408,7 +408,9 @@ HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
 
 @pytest.mark.parametrize("name", ["k1", "k2", "k3", "k4", "k5", "k6", "k7", "k9", "k10", "k11", "k12", "k13", "k14",
                                   "r2_f7_deps_int_macro", "r2_f8_nested_shadow", "r2_f12_unsigned_wrap",
-                                  "r2_f13_narrow_cast", "r2_o15_long_expr"])
+                                  "r2_f13_narrow_cast", "r2_o15_long_expr", "r3_f4_octal_macro", "r3_f5_unsigned_literal",
+                                  "r3_f5b_unsigned_cast", "r3_f5c_unsigned_macro", "r3_f6_macro_after_bytes",
+                                  "r3_f7_narrow_local"])
 def test_hostile_kernels_are_never_called_parallel(name: str) -> None:
     from kernopt.agent.cmacros import expand
 

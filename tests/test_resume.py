@@ -222,6 +222,7 @@ def test_a_term_python_dropped_is_raised_again_at_the_next_checkpoint(capsys: py
             term.handler(signal.SIGTERM, None)
 
     previous = signal.getsignal(signal.SIGTERM)
+    hook = sys.unraisablehook
     sys.unraisablehook = term.unraisable
     try:
         Finalized()  # the handler runs in __del__: its Terminated is dropped
@@ -231,6 +232,20 @@ def test_a_term_python_dropped_is_raised_again_at_the_next_checkpoint(capsys: py
             term.checkpoint()
         term.checkpoint()  # once only
     finally:
-        sys.unraisablehook = sys.__unraisablehook__
+        sys.unraisablehook = hook
         signal.signal(signal.SIGTERM, previous)
     assert "Traceback" not in capsys.readouterr().err
+
+
+def test_the_term_hook_passes_other_exceptions_to_the_hook_before_it() -> None:
+    from kernopt.cli import TermSignal
+
+    seen: list[object] = []
+    hook = sys.unraisablehook
+    sys.unraisablehook = seen.append
+    try:
+        term = TermSignal()  # takes the hook in place now as the one before it
+        term.unraisable(type("Info", (), {"exc_value": ValueError("x")})())
+    finally:
+        sys.unraisablehook = hook
+    assert len(seen) == 1

@@ -441,7 +441,7 @@ def _edits(name: str) -> list[str]:
     from kernopt.agent.cmacros import expand
     from kernopt.agent.pragmas import pragma_edits
     source = (HOSTILE / name).read_text()
-    return [idea for _, _, idea, _ in pragma_edits(source, expand(source))]
+    return [idea for _, _, idea, _ in pragma_edits(expand(source))]
 
 
 def test_pragma_moves_on_shapes_a_red_team_found() -> None:
@@ -464,3 +464,29 @@ def test_code_nested_too_deep_does_not_crash_the_tuner(name: str, tmp_path: Path
     assert isinstance(task, Task)
     moves = all_moves(task, Candidate(files={task.kernel: (HOSTILE / name).read_text()}, author="baseline"), 2)
     assert any(m.idea.startswith("compile for the host CPU") for m in moves)  # the flags are still there
+
+
+
+def test_clauses_on_shapes_a_third_red_team_found() -> None:
+    # a macro hid a read (`last`) or a write (`s = 0.0`) from the clauses: the moves read the expanded text now
+    assert not any("private(last)" in idea and "lastprivate" not in idea for idea in _edits("r3_f1_macro_hidden_read.c"))
+    assert not any("reduction(+:s)" in idea for idea in _edits("r3_f1b_macro_hidden_write.c"))
+    assert "add `#pragma omp parallel for lastprivate(t)` on the i loop (line 6)" in _edits("r3_f1c_macro_hidden_liveout.c")
+    # t set only where in[i] > 0 and read after the loop: no clause makes a parallel loop right, so no move
+    assert not any("on the i loop" in idea for idea in _edits("r3_f2_lastprivate_conditional.c"))
+    # read again by the loop around it (next sweep), or a global: lastprivate
+    assert "add `#pragma omp parallel for lastprivate(t)` on the i loop (line 7)" in _edits("r3_f3_private_read_before_in_outer.c")
+    assert "add `#pragma omp parallel for lastprivate(g_last)` on the i loop (line 6)" in _edits("r3_f3b_private_global.c")
+    # loop variables declared outside and read after the loop
+    assert "add `#pragma omp parallel for lastprivate(i)` on the i loop (line 5)" in _edits("r3_f8_loopvar_after.c")
+    collapse = _edits("r3_f8b_collapse_inner_var_after.c")
+    assert "add `#pragma omp parallel for collapse(2) lastprivate(i, j)` on the i loop (line 4)" in collapse
+    assert "add `#pragma omp parallel for lastprivate(j, i)` on the i loop (line 4)" in collapse
+
+
+def test_two_loops_one_line_from_a_macro_get_no_verdict_from_each_other() -> None:
+    from kernopt.agent.cmacros import expand
+    from kernopt.agent.pragmas import pragma_edits
+    source = expand((HOSTILE / "r3_f9_macro_loop_same_line.c").read_text())
+    [best] = [new for new, score, idea, _ in pragma_edits(source) if score >= 100]
+    assert "#pragma omp parallel for\n    for (int i = 0; i < (n); i++) b[i] = 0.0;" in best  # the CLEAR loop, not the recurrence

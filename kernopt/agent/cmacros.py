@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 _DIRECTIVE = re.compile(r"^[ \t]*#[ \t]*(\w+)[ \t]*(.*)$", re.S)
 _DEFINE = re.compile(r"([A-Za-z_]\w*)(\(([^)]*)\))?(.*)$", re.S)
-_INT = re.compile(r"\(?\s*-?\d+[uUlL]*\s*\)?")
+_INT = re.compile(r"\(?\s*-?(0|[1-9]\d*)[lL]*\s*\)?")  # decimal and signed only: `010` is 8, `1u` unsigned
 _IDENT = re.compile(r"[A-Za-z_]\w*")
 _NUMBER = re.compile(r"\.?\d(?:[eEpP][+-]|[\w.])*")  # a preprocessing number (`1e-5`, `0x1F`, `10UL`, `0.5f`)
 _DEPTH = 16  # nested expansions at most (a cycle stops here, unexpanded)
@@ -47,7 +47,7 @@ def constants(source: str, before: int) -> dict[str, int]:
     out = {}
     for name, m in _all_definitions(source).items():
         if m.params is None and _INT.fullmatch(m.body) and m.after <= before:
-            out[name] = int(m.body.strip("() \t").rstrip("uUlL"))
+            out[name] = int(m.body.strip("() \t").rstrip("lL"))
     return out
 
 

@@ -47,6 +47,7 @@ PURE = frozenset({"sqrt", "fabs", "exp", "log", "sin", "cos", "tan", "pow", "fma
 # and unsigned ones of a single name (`(size_t)i * n`: a loop variable or parameter, not a difference that may be < 0)
 _WIDE = re.compile(r"(signed\s+)?(int|long|long\s+int|long\s+long(\s+int)?|int32_t|int64_t|ptrdiff_t|intptr_t|ssize_t)")
 _UNSIGNED = re.compile(r"\b(unsigned|size_t|uint\w*_t|uintptr_t)\b")
+_UNSIGNED_LITERAL = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[lL]*[uU]")
 _INT_TYPES = re.compile(r"\b(char|short|int|long|unsigned|signed|size_t|ssize_t|ptrdiff_t|u?int\w*_t)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|_Complex)\b")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
@@ -326,13 +327,19 @@ def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[s
     changed = _changed(func)
     out: dict[str, ts.Node] = {}
     for name, d in _once(func, top, decls).items():
-        if d.derivs or d.scalar != "int" or d.node is None:
+        if d.derivs or d.scalar != "int" or d.node is None or not _wide(_text(_field(d.node, "type"))):
             continue
         for x in d.node.children_by_field_name("declarator"):
             v = _field(x, "value") if x.type == "init_declarator" and _declarator(x)[0] == name else None
             if v is not None and v.type != "initializer_list" and not _names_in(v) & changed:
                 out[name] = v
     return out
+
+
+def _wide(ty: str) -> bool:
+    """An integer type that holds an index without wrapping: signed, 32 bits or more, or size_t-like."""
+    ty = " ".join(ty.replace("const", "").split())
+    return bool(_WIDE.fullmatch(ty)) or ty in ("size_t", "unsigned long", "unsigned long long", "uint64_t", "uintptr_t")
 
 
 def _names_in(node: ts.Node) -> set[str]:
@@ -393,7 +400,8 @@ class _Builder:
     """Walks one nest and builds its statements; raises Unknown when something is outside the model."""
 
     def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node) -> None:
-        self.macros = constants(data.decode(errors="replace"), top.start_byte)
+        text = data.decode(errors="replace")
+        self.macros = constants(text, len(data[:top.start_byte].decode(errors="replace")))  # characters, not bytes
         self.decls = _declarations(root, func)
         self.root = root
         self.pure = _pure_functions(root)
@@ -552,7 +560,8 @@ class _Builder:
         block). Unknown for any other local."""
         node, _, kind = self.locals[name]
         for d in node.children_by_field_name("declarator"):
-            if d.type == "init_declarator" and _text(_field(d, "declarator")) == name and kind == "int":
+            if d.type == "init_declarator" and _text(_field(d, "declarator")) == name and kind == "int" \
+                    and _wide(_text(_field(node, "type"))):  # `unsigned char d = 257;` is 1, not 257
                 value = _field(d, "value")
                 if value is not None and value.type != "initializer_list":
                     return value
@@ -570,8 +579,8 @@ class _Builder:
         wrap on purpose, `if (i - 1 >= n)` at i = 0: Unknown too, so the branch is taken as maybe running)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
             node = node.named_children[0]
-        if node is not None and "-" in _text(node) and any(
-                (d := self.decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier"):
+        if node is not None and "-" in _text(node) and (_UNSIGNED.search(_text(node)) or _UNSIGNED_LITERAL.search(_text(node)) or any(
+                (d := self.decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier")):
             raise Unknown("a subtraction on unsigned values in a condition")
         op = _text(_field(node, "operator"))
         if node is not None and node.type == "binary_expression" and op == "&&":

@@ -9,7 +9,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 
-from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+import tree_sitter as ts
+
+from kernopt.agent.cloops import Loop, _ancestors, _field, _text, _walk, analyze, insert_pragma, parse, rewrite_pragma
 from kernopt.agent.deps import nests
 
 
@@ -61,7 +63,8 @@ def clauses(loop: Loop, collapse: bool = False, live: frozenset[str] = frozenset
         ops.setdefault(op, []).append(f"{array}[:{extent}]" if extent else array)  # "": a whole local array
     parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
     kept = [v for v in loop.private if not (collapse and v == loop.inner_var)]
-    last = [v for v in kept if v in live]
+    last = [v for v in kept if v in live] + [v for v in (loop.var, loop.inner_var if collapse else None)
+                                               if v and v in live and v not in kept]
     private = [v for v in kept if v not in live]
     if last:
         parts.append(f"lastprivate({', '.join(last)})")
@@ -80,21 +83,25 @@ def _schedules(irregular: bool) -> list[tuple[str, float]]:
 Edit = tuple[str | None, float, str, str]  # (new source or None if not applicable, score, idea, Move kind)
 
 
-def pragma_edits(source: str, analysed: str) -> list[Edit]:
+def pragma_edits(source: str) -> list[Edit]:
     """parallel for (with schedule / collapse variants), every nest at once, simd, and clause edits on existing
-    pragmas. `analysed`: the same source, line for line, as the dependence analysis reads it (macros expanded)."""
+    pragmas, as edits of `source`. The tuner gives the kernel with its own macros expanded (cmacros.expand): the
+    clauses are read from the same text the dependence analysis reads (a macro can hide a read or a write)."""
     edits: list[Edit] = []
     loops = analyze(source)
-    verdicts = dependence_verdicts(analysed, loops)
+    verdicts = dependence_verdicts(source, loops)
     proven = frozenset(i for i, parallel in verdicts.parallel.items() if parallel)
     carrying = frozenset(i for i, parallel in verdicts.parallel.items() if not parallel)
     priors: dict[int, float] = {}
     data = source.encode()
+    tree = parse(data)
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
         # collapse(2) runs the loop inside in parallel too, under this loop's clauses: not where that one carries
         collapse = loop.index not in verdicts.no_collapse
-        live = _read_after(data, loop)
+        live = _live(tree, data, loop, loops)
+        if live is None:  # a private the code reads later that the loop may leave unset: no clause makes that right
+            continue
         if loop.parallelizable and verdicts.parallel.get(loop.index) is not False:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
             edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live)
@@ -104,18 +111,63 @@ def pragma_edits(source: str, analysed: str) -> list[Edit]:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop, live=live)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
-    edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if i in proven})
+    edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if i in proven},
+                              {lp.index: live for lp in loops if (live := _live(tree, data, lp, loops)) is not None})
     return [(new, score, idea, kind) for new, score, idea, kind in edits if new is not None and new != source]
 
 
-def _read_after(data: bytes, loop: Loop) -> frozenset[str]:
-    """The loop's private variables whose name appears after it in the file (a later nest reads `t`): they must
-    leave the loop holding what the serial loop leaves (lastprivate)."""
-    rest = data[loop.end:].decode(errors="replace")
-    return frozenset(v for v in loop.private if re.search(rf"(?<![\w.>]){re.escape(v)}\b", rest))
+def _live(tree: ts.Tree, data: bytes, loop: Loop, loops: list[Loop]) -> frozenset[str] | None:
+    """The names the loop's `parallel for` must leave holding what the serial loop leaves (lastprivate): its private
+    variables, and its variable (and the next loop's, for collapse) where declared outside the header, that the code
+    may read afterwards (after the loop, earlier in a loop around it, which runs again; a global: anywhere). None
+    when such a private is not assigned in every iteration (the last iteration may leave it unset)."""
+    node = next((n for n in _walk(tree.root_node) if n.type == "for_statement" and n.start_byte == loop.start), None)
+    func = next((a for a in _ancestors(node) if a.type == "function_definition"), None) if node is not None else None
+    if node is None or func is None:
+        return frozenset()
+    own = {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None
+           and (x.parent.type in ("declaration", "parameter_declaration") or x.parent.type.endswith("declarator"))}
+    top = loop
+    while top.parent is not None:
+        top = loops[top.parent]
+    around = data[top.start:loop.start].decode(errors="replace") + data[loop.end:].decode(errors="replace")
+    names = [*loop.private] + [v for v in (loop.var, loop.inner_var) if v and _assigned_in_header(data, loops, v, loop)]
+    live = frozenset(v for v in names if v not in own or re.search(rf"(?<![\w.>]){re.escape(v)}\b", around))
+    body = _field(node, "body")
+    if any(v in loop.private and not _every_iteration(body, v) for v in live):
+        return None
+    return live
 
 
-def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -> list[Edit]:
+def _assigned_in_header(data: bytes, loops: list[Loop], var: str, loop: Loop) -> bool:
+    """The loop (or the one right inside it, for its inner variable) sets `var` in its header (`for (i = 0; ...)`):
+    declared outside, so the code after the loop can read it."""
+    for lp in [loop, *(loops[c] for c in loop.children)]:
+        if lp.var == var:
+            return re.match(rb"for\s*\(\s*" + re.escape(var.encode()) + rb"\s*=", data[lp.start:lp.end]) is not None
+    return False
+
+
+def _every_iteration(body: ts.Node | None, name: str) -> bool:
+    """The first mention of `name` in the body is `name = e`, a statement of the body itself or of blocks in it, or
+    the initializer of a loop that is (not under an `if`): every iteration sets it before anything reads it."""
+    if body is None:
+        return False
+    first = min((n for n in _walk(body) if n.type == "identifier" and _text(n) == name), key=lambda n: n.start_byte, default=None)
+    assign = first.parent if first is not None else None
+    if assign is None or assign.type != "assignment_expression" or _field(assign, "left") != first:
+        return False
+    cur = assign
+    while cur.id != body.id:
+        up = cur.parent
+        header = up is not None and up.type == "for_statement" and _field(up, "initializer") == cur  # `for (j = 0; ...)`
+        if up is None or not (header or up.type in ("expression_statement", "compound_statement")):
+            return False
+        cur = up
+    return True
+
+
+def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float], lives: dict[int, frozenset[str]]) -> list[Edit]:
     """One move that parallelizes every nest at once (issue 17: kernels of several nests, where single moves
     stack one greedy step at a time): per nest, the best-ranked loop the dependence analysis proves parallel,
     none inside another; only loops worth a move on their own (prior 100 and up: not an inner loop paying a
@@ -133,7 +185,7 @@ def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float]) -
     what: list[str] = []
     for loop in sorted(picked, key=lambda lp: -lp.start):  # bottom up: the offsets above stay valid
         sched = _schedules(loop.triangular or loop.indirect)[0][0]
-        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop, live=_read_after(source.encode(), loop))}"
+        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop, live=lives.get(loop.index, frozenset()))}"
         new = insert_pragma(new, loop, pragma)
         what.insert(0, f"`{pragma}` on the {loop.var} loop (line {loop.line + 1})")
     return [(new, max(priors[lp.index] for lp in picked) + 4.0,
@@ -158,11 +210,17 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
     keyed: dict[tuple[int, str | None, int], list[Loop]] = {}
     for loop in loops:
         keyed.setdefault((loop.line, loop.var, loop.depth), []).append(loop)
-    out = Verdicts()
-    for nest in nests(analysed, assume_noalias=True):  # more overlap only adds dependences
+    analysed_nests = nests(analysed, assume_noalias=True)  # more overlap only adds dependences
+    seen: dict[tuple[int, str | None, int], int] = {}
+    for nest in analysed_nests:
         for info in nest.loops:
-            match = keyed.get((info.line, info.var, info.depth), [])
-            if len(match) != 1:
+            seen[(info.line, info.var, info.depth)] = seen.get((info.line, info.var, info.depth), 0) + 1
+    out = Verdicts()
+    for nest in analysed_nests:
+        for info in nest.loops:
+            key = (info.line, info.var, info.depth)
+            match = keyed.get(key, [])
+            if len(match) != 1 or seen[key] != 1:  # two loops one key on either side: no telling them apart
                 continue
             loop = match[0]
             handled = _handled(loop)

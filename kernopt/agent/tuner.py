@@ -141,8 +141,8 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         return tunable_moves(task, parent)
     assert isinstance(task, Task)
     moves: list[Move] = []
-    # The restructuring moves read (and rewrite) the kernel with the file's own macros expanded: a nest indexed
-    # through `IDX(i, j)` is then inside the dependence model. Pragma moves keep the user's text (same lines).
+    # The moves read (and rewrite) the kernel with the file's own macros expanded: a nest indexed through
+    # `IDX(i, j)` is then inside the dependence model, and a macro cannot hide a read from a clause.
     expanded = expand(source)
     if task.language == "c" and source:
         moves += interchange_moves(task.kernel, expanded, parent.files)
@@ -150,7 +150,7 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         moves += unroll_moves(task.kernel, expanded, parent.files)
         moves += tiling_moves(task.kernel, expanded, parent.files, task.uses_openmp)
     if task.uses_openmp and task.language == "c" and source and parent.toolchain is None:
-        moves += pragma_moves(task.kernel, source, parent.files, expanded)
+        moves += pragma_moves(task.kernel, expanded, parent.files)
         moves += wavefront_moves(task.kernel, expanded, parent.files)
         moves += scalar_moves(task.kernel, expanded, parent.files)
     moves += flag_moves(task, parent)
@@ -270,11 +270,10 @@ def wavefront_moves(kernel: str, source: str, files: dict[str, str]) -> list[Mov
             for w in wavefronts(source)]
 
 
-def pragma_moves(kernel: str, source: str, files: dict[str, str], analysed: str | None = None) -> list[Move]:
+def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """OpenMP pragma moves (kernopt/agent/pragmas.py): parallel for with its variants, every nest at once, simd, and
-    clause edits on existing pragmas. `analysed`: the source the dependence analysis reads (macros expanded)."""
-    return [Move(score, idea, {"files": {**files, kernel: new}}, kind)
-            for new, score, idea, kind in pragma_edits(source, expand(source) if analysed is None else analysed)]
+    clause edits on existing pragmas, on `source` as the analyses read it (the kernel with its macros expanded)."""
+    return [Move(score, idea, {"files": {**files, kernel: new}}, kind) for new, score, idea, kind in pragma_edits(source)]
 
 
 def flag_moves(task: Task, parent: Candidate) -> list[Move]:

@@ -273,17 +273,22 @@ def test_histogram_gets_an_array_section_reduction_that_verifies(tmp_path: Path,
     props = TunerPolicy().propose(state_for(task), 3)
     pragma = "#pragma omp parallel for reduction(+:hist[:NRING * NSECT])\n    for (long i = 0"
     cand = next(c for c in props if pragma in kernel(task, c))
-    # a host lock of the test's own: it checks results, not timings, and must not queue behind other timing work
+    result = untimed(task, cand, monkeypatch, tmp_path)
+    assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
+    assert result.verification.race_check == "clean", result.verification.race_detail
+    assert max(result.verification.threads) > 1
+
+
+def untimed(task: Task, cand: Candidate, monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> EvalResult:
+    """The evaluator's untimed check of `cand` (builds, verification at every thread count, race check), under a
+    host lock of the test's own: it checks results, not timings, and must not queue behind other timing work."""
     monkeypatch.setenv("KERNOPT_HOST_LOCK", str(tmp_path / "host.lock"))
     with enterable_tmpdir("kernopt-tuner-test-") as d:
         ev = CFamilyEvaluator(task, get_sandbox("local"), EvalConfig(), d / "ev")
         try:
-            result, _ = ev.check_untimed(cand)
+            return ev.check_untimed(cand)[0]
         finally:
             ev.close()
-    assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
-    assert result.verification.race_check == "clean", result.verification.race_detail
-    assert max(result.verification.threads) > 1
 
 
 def _roofline(bound: str, fraction: float) -> Roofline:
@@ -409,13 +414,7 @@ def test_every_nest_parallelized_at_once_and_it_verifies(tmp_path: Path, monkeyp
         assert f"loop (line {line})" in first.idea
     ideas = [c.idea for c in TunerPolicy().propose(state_for(task), 500)]
     assert not any("parallel for" in i and ("line 27)" in i or "line 34)" in i) for i in ideas)
-    monkeypatch.setenv("KERNOPT_HOST_LOCK", str(tmp_path / "host.lock"))
-    with enterable_tmpdir("kernopt-tuner-test-") as d:
-        ev = CFamilyEvaluator(task, get_sandbox("local"), EvalConfig(), d / "ev")
-        try:
-            result, _ = ev.check_untimed(first)
-        finally:
-            ev.close()
+    result = untimed(task, first, monkeypatch, tmp_path)
     assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
     assert result.verification.race_check == "clean", result.verification.race_detail
 

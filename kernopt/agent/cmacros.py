@@ -97,31 +97,25 @@ def _all_definitions(source: str) -> dict[str, _Macro]:
 
 def _blank_comments(source: str) -> str:
     """The source with every comment's characters but its newlines turned into spaces (same offsets, same lines)."""
-    out, i = [], 0
-    while i < len(source):
-        if source.startswith("/*", i) or source.startswith("//", i):
-            end = _skip_literal(source, i)
-            out.append("".join(c if c == "\n" else " " for c in source[i:end]))
-            i = end
-        elif source[i] in "\"'":
-            end = _skip_literal(source, i)
-            out.append(source[i:end])
-            i = end
-        else:
-            out.append(source[i])
-            i += 1
-    return "".join(out)
+    return _without_comments(source, keep_offsets=True)[0]
 
 
 def _strip_comments(text: str) -> str | None:
     """The text with its comments replaced by a space (string literals kept); None for an unterminated one."""
-    out, i = [], 0
+    out, closed = _without_comments(text, keep_offsets=False)
+    return out if closed else None
+
+
+def _without_comments(text: str, keep_offsets: bool) -> tuple[str, bool]:
+    """The text with each comment blanked (keep_offsets: every character but newlines a space) or one space, string
+    and character literals kept; and whether every block comment was closed."""
+    out, i, closed = [], 0, True
     while i < len(text):
         if text.startswith("/*", i) or text.startswith("//", i):
             end = _skip_literal(text, i)
             if text.startswith("/*", i) and not text[i:end].endswith("*/"):
-                return None
-            out.append(" ")
+                closed = False
+            out.append("".join(c if c == "\n" else " " for c in text[i:end]) if keep_offsets else " ")
             i = end
         elif text[i] in "\"'":
             end = _skip_literal(text, i)
@@ -130,7 +124,7 @@ def _strip_comments(text: str) -> str | None:
         else:
             out.append(text[i])
             i += 1
-    return "".join(out)
+    return "".join(out), closed
 
 
 def expand(source: str) -> str:

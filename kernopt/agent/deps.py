@@ -336,9 +336,25 @@ def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[s
     return out
 
 
+def declared_names(func: ts.Node) -> set[str]:
+    """The names a function definition declares: its parameters and locals, and a nested function's name (not its
+    own)."""
+    own = _field(func, "declarator")
+    while own is not None and own.type != "function_declarator":
+        own = _field(own, "declarator")
+    return {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None and (
+        x.parent.type in ("declaration", "parameter_declaration") or x.parent.type.endswith("declarator"))
+        and not (own is not None and x.parent.id == own.id)}
+
+
+def _plain_type(ty: str) -> str:
+    """A type's text without `const`, its words one space apart."""
+    return " ".join(ty.replace("const", "").split())
+
+
 def _wide(ty: str) -> bool:
     """An integer type that holds an index without wrapping: signed, 32 bits or more, or size_t-like."""
-    ty = " ".join(ty.replace("const", "").split())
+    ty = _plain_type(ty)
     return bool(_WIDE.fullmatch(ty)) or ty in ("size_t", "unsigned long", "unsigned long long", "uint64_t", "uintptr_t")
 
 
@@ -406,12 +422,7 @@ class _Builder:
         self.root = root
         self.pure = _pure_functions(root)
         # names the function declares (a parameter `double (*g)(double)`, a local): a call to one is not the file's g
-        own = _field(func, "declarator")
-        while own is not None and own.type != "function_declarator":
-            own = _field(own, "declarator")
-        self.shadowing = {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None and (
-            x.parent.type in ("declaration", "parameter_declaration") or x.parent.type.endswith("declarator"))
-            and not (own is not None and x.parent.id == own.id)}  # a nested function's name too, not the kernel's
+        self.shadowing = declared_names(func)
         self.origins = _views(func, top, self.decls)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
@@ -496,7 +507,7 @@ class _Builder:
         if t == "parenthesized_expression" and node.named_child_count == 1:
             return self.poly(node.named_children[0], loop_vars)
         if t == "cast_expression":
-            ty = " ".join(_text(_field(node, "type")).replace("const", "").split())
+            ty = _plain_type(_text(_field(node, "type")))
             value = _field(node, "value")
             if _WIDE.fullmatch(ty) or (_UNSIGNED.search(ty) and value is not None and value.type == "identifier"):
                 return self.poly(value, loop_vars)

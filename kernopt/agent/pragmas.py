@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import tree_sitter as ts
 
 from kernopt.agent.cloops import Loop, _ancestors, _field, _text, _walk, analyze, insert_pragma, parse, rewrite_pragma
-from kernopt.agent.deps import nests
+from kernopt.agent.deps import declared_names, nests
 
 
 def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = frozenset(),
@@ -95,11 +95,12 @@ def pragma_edits(source: str) -> list[Edit]:
     priors: dict[int, float] = {}
     data = source.encode()
     tree = parse(data)
+    lives = {loop.index: _live(tree, data, loop, loops) for loop in loops}
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
         # collapse(2) runs the loop inside in parallel too, under this loop's clauses: not where that one carries
         collapse = loop.index not in verdicts.no_collapse
-        live = _live(tree, data, loop, loops)
+        live = lives[loop.index]
         if live is None:  # a private the code reads later that the loop may leave unset: no clause makes that right
             continue
         if loop.parallelizable and verdicts.parallel.get(loop.index) is not False:
@@ -112,7 +113,7 @@ def pragma_edits(source: str) -> list[Edit]:
             pragma = f"#pragma omp simd{clauses(loop, live=live)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
     edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if i in proven},
-                              {lp.index: live for lp in loops if (live := _live(tree, data, lp, loops)) is not None})
+                              {i: live for i, live in lives.items() if live is not None})
     return [(new, score, idea, kind) for new, score, idea, kind in edits if new is not None and new != source]
 
 
@@ -125,8 +126,7 @@ def _live(tree: ts.Tree, data: bytes, loop: Loop, loops: list[Loop]) -> frozense
     func = next((a for a in _ancestors(node) if a.type == "function_definition"), None) if node is not None else None
     if node is None or func is None:
         return frozenset()
-    own = {_text(x) for x in _walk(func) if x.type == "identifier" and x.parent is not None
-           and (x.parent.type in ("declaration", "parameter_declaration") or x.parent.type.endswith("declarator"))}
+    own = declared_names(func)
     top = loop
     while top.parent is not None:
         top = loops[top.parent]

@@ -438,3 +438,15 @@ def test_tree_layout_of_a_deep_lineage() -> None:
     fan += [TreeNode(id=f"k{i}", label="", cls="ok", tip="", href="#", parent="r" if i < 40 else "gone") for i in range(41)]
     svg = lineage_tree(fan)
     assert 'height="' + str(30 + 28 * 41) + '"' in svg and svg.count('class="edge orphan"') == 1
+
+
+def test_a_compiler_build_of_the_same_source_is_not_identical() -> None:
+    """The tuner's Polly build differs from its parent in `toolchain` only: diffs and knob lists show it
+    (a CI run's `runs diff best baseline` once said "identical" for one)."""
+    from kernopt.report.data import candidate_diff, knob_lines
+
+    base = Candidate(files={"k.c": "void f(void) {}\n"}, cflags=["-O3"])
+    polly = base.model_copy(update={"toolchain": "polly"})
+    assert knob_lines(polly) == ["cflags: -O3", "toolchain: polly"]
+    text = candidate_diff(polly, base, "p", "baseline")
+    assert "-toolchain: polly" in text.splitlines() and "k.c" not in text

@@ -362,6 +362,8 @@ def test_program_key_ignores_formatting_and_comments_but_not_code_or_knobs() -> 
     b = Candidate(files={"k.c": "/* doc */\n#define N 4\n\nint f()  {  return N; }\n"})
     assert a.id != b.id and program_key(a) == program_key(b)
     assert program_key(a) != program_key(a.model_copy(update={"threads": 2}))
+    # a compiler's own build (the tuner's Polly build) of the same source is another program
+    assert program_key(a) != program_key(a.model_copy(update={"toolchain": "polly"}))
     assert program_key(a) != program_key(Candidate(files={"k.c": "#define N 5\nint f() { return N; }\n"}))
     # a line break ends a directive: joining lines would change the program
     assert program_key(Candidate(files={"k.c": "#define N 4\nint x;"})) != program_key(Candidate(files={"k.c": "#define N 4 int x;"}))

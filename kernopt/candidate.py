@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
@@ -33,10 +33,17 @@ class Candidate(BaseModel):
         """The tunables as compiler flags, in a stable order."""
         return [f"-D{k}={v}" for k, v in sorted(self.defines.items())]
 
+    def knobs(self) -> dict[str, Any]:
+        """Every build and run knob (None = the task's default): the one list that ids, duplicate keys, diffs and
+        prompts read. `toolchain` only when set, so every id and prompt from before that knob stays as it was."""
+        out: dict[str, Any] = {"threads": self.threads, "ranks": self.ranks, "bind": self.bind,
+                               "cflags": list(self.cflags), "defines": dict(self.defines)}
+        if self.toolchain is not None:
+            out["toolchain"] = self.toolchain
+        return out
+
     @property
     def id(self) -> str:
         """Stable content hash: two candidates with the same program and knobs share an id."""
-        key = self.model_dump(include={"files", "cflags", "defines", "threads", "ranks", "bind"})
-        if self.toolchain is not None:  # only when set: every id from before the knob stays as it was
-            key["toolchain"] = self.toolchain
+        key = {"files": dict(self.files), **self.knobs()}
         return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()[:12]

@@ -198,7 +198,7 @@ def test_old_logged_results_without_the_field_load() -> None:
 def test_critic_sees_the_roofline() -> None:
     from kernopt.agent.critic import result_vars, standing
     from kernopt.candidate import Candidate
-    from kernopt.prompts import knobs, render, shared
+    from kernopt.prompts import render, shared
     from tests.test_llm_policy import SMALL_GEMM, state_for
 
     task = load_task(SMALL_GEMM)
@@ -208,7 +208,7 @@ def test_critic_sees_the_roofline() -> None:
     v = result_vars(r)
     assert v["roofline"]["line"] == r.roofline.describe() and v["roofline"]["baseline_fraction"] == pytest.approx(0.02)
     text = render("critic", **shared(state), code=task.baseline_source(), diff="", diff_note="", result=v,
-                  candidate={"id": cand.id, "idea": "same", "parent": None, "author": "llm", "knobs": knobs(cand)},
+                  candidate={"id": cand.id, "idea": "same", "parent": None, "author": "llm", "knobs": cand.knobs()},
                   standing=standing(state, cand))
     assert "compute-bound, 8.0% of the bound (peak 100 GFLOP/s at 2 threads)" in text
     assert "the baseline reaches 2.0% of the same bound" in text and "machine balance of 6.25 flop/byte" in text

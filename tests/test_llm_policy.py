@@ -536,7 +536,7 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
     common = policy._vars(state)
     crit = {"diagnosis": "d", "bottleneck": "b", "next_ideas": ["n"]}
     from kernopt.agent.critic import result_vars
-    from kernopt.prompts import knobs, shared
+    from kernopt.prompts import shared
 
     return {
         "planner": {**common, "critique": crit, "avoid": ["a"], "kinds": ["tiling"], "max_ideas": 3, "budget_left": 5, "stacking": True,
@@ -544,10 +544,10 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
         "executor": {**common, "critique": crit, "idea": {"idea": "i", "rationale": "r", "kind": "tiling"},
                      "allowed": allowed_knobs(task, 2)},
         "critic": {**shared(state), "code": PARALLEL, "diff": "", "diff_note": "", "result": result_vars(state.history[0][1]),
-                   "candidate": {"id": done.id, "idea": "p", "parent": None, "author": "llm", "knobs": knobs(done)},
+                   "candidate": {"id": done.id, "idea": "p", "parent": None, "author": "llm", "knobs": done.knobs()},
                    "standing": {"kept": False, "best_id": "b", "best_is_baseline": False, "best_speedup": 2.0}},
         "judge": {**common, "critique": None,
-                  "proposals": [{"id": "abc", "idea": "tile", "author": "llm", "knobs": knobs(done), "diff": "+x"}]},
+                  "proposals": [{"id": "abc", "idea": "tile", "author": "llm", "knobs": done.knobs(), "diff": "+x"}]},
         "retry": {"reason": "r", "expected": "e"},
     }
 

@@ -11,7 +11,7 @@ from kernopt.agent.extract import extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
 from kernopt.model import Model
-from kernopt.prompts import clip, diff, flat, knobs, one_line, render_bounded, shared
+from kernopt.prompts import clip, diff, flat, one_line, render_bounded, shared
 from kernopt.verdicts import explain, explained
 
 # The parent diff goes to the critic only when it is at most this share of the kernel file: a small
@@ -126,7 +126,7 @@ class LLMCritic:
         prompt = render_bounded(
             "critic", self.prompt_chars, shared(state, last=self.history), code=code,
             candidate={"id": candidate.id, "idea": candidate.idea.strip() or "(no idea given)",
-                       "parent": candidate.parent, "author": candidate.author, "knobs": knobs(candidate)},
+                       "parent": candidate.parent, "author": candidate.author, "knobs": candidate.knobs()},
             diff=change, diff_note=change_note, result=result_vars(result, self.log_chars),
             standing=standing(state, candidate))
         return self.model.complete([{"role": "user", "content": prompt}], role="critic").text

@@ -51,7 +51,7 @@ from kernopt.candidate import Candidate
 from kernopt.evaluators import static_check
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.model import Completion, Message, Model
-from kernopt.prompts import knobs, one_line, outcome, render, render_bounded, shared
+from kernopt.prompts import one_line, outcome, render, render_bounded, shared
 from kernopt.task import AnyTask as Task
 from kernopt.task import Task as CTask
 
@@ -307,7 +307,7 @@ class LLMPolicy:
         parent = state.parent
         result = state.result_of(parent.id)
         return {**shared(state, last=self.history, gamma=self.gamma), "code": parent.files.get(state.task.kernel, ""),
-                "parent": {"id": parent.id, "idea": parent.idea.strip() or "(no idea given)", "knobs": knobs(parent),
+                "parent": {"id": parent.id, "idea": parent.idea.strip() or "(no idea given)", "knobs": parent.knobs(),
                            "outcome": outcome(result) if result else
                            ("the baseline (speedup 1.00 by definition)" if parent.id == state.baseline.id else "not evaluated"),
                            # gcc's vectorization and stack report on the parent (evaluator-made, capped; "" where none)

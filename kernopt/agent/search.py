@@ -322,10 +322,7 @@ def normalize_source(text: str) -> str:
 
 def program_key(c: Candidate) -> str:
     """Hash of the normalized sources and every knob: two candidates with the same key run the same program."""
-    key = {"files": {name: normalize_source(text) for name, text in sorted(c.files.items())}, "cflags": c.cflags,
-           "defines": dict(sorted(c.defines.items())), "threads": c.threads, "ranks": c.ranks, "bind": c.bind}
-    if c.toolchain is not None:  # a compiler's own build of the same source is another program
-        key["toolchain"] = c.toolchain
+    key = {"files": {name: normalize_source(text) for name, text in sorted(c.files.items())}, **c.knobs()}
     return hashlib.sha256(json.dumps(key, sort_keys=True).encode()).hexdigest()
 
 

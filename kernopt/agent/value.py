@@ -58,7 +58,7 @@ class LLMJudge:
     def score(self, state: SearchState, candidates: list[Candidate]) -> list[float]:
         if not candidates:
             return []
-        from kernopt.prompts import diff, knobs, outcome, render, shared
+        from kernopt.prompts import diff, outcome, render, shared
 
         parent, kernel = state.parent, state.task.kernel
         code = parent.files.get(kernel, "")
@@ -67,9 +67,9 @@ class LLMJudge:
         prompt = render(
             "judge", **shared(state), code=code,
             parent={"id": parent.id, "idea": parent.idea or "the baseline", "outcome": parent_outcome,
-                    "knobs": knobs(parent)},
+                    "knobs": parent.knobs()},
             critique=critique.model_dump() if critique else None,
-            proposals=[{"id": c.id, "idea": c.idea, "author": c.author, "knobs": knobs(c),
+            proposals=[{"id": c.id, "idea": c.idea, "author": c.author, "knobs": c.knobs(),
                         "diff": diff(code, c.files.get(kernel, ""), kernel)} for c in candidates],
         )
         completion = self.model.complete([{"role": "user", "content": prompt}], role="judge")

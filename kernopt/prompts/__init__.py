@@ -111,15 +111,6 @@ def legend(results: list[EvalResult]) -> list[str]:
     return explained(list(words))
 
 
-def knobs(candidate: Candidate) -> dict[str, Any]:
-    """The candidate's build and run knobs (None = the task's default)."""
-    out: dict[str, Any] = {"threads": candidate.threads, "ranks": candidate.ranks, "bind": candidate.bind,
-                           "cflags": list(candidate.cflags), "defines": dict(candidate.defines)}
-    if candidate.toolchain is not None:  # shown only when set (a compiler's own build, e.g. the tuner's Polly build)
-        out["toolchain"] = candidate.toolchain
-    return out
-
-
 def best_so_far(history: list[tuple[Candidate, EvalResult]], gamma: float = 1.0) -> dict[str, Any]:
     """The best-so-far reward of the max-reward formulation, shown to the executor and the planner.
 

@@ -188,8 +188,7 @@ def knob_lines(c: Candidate) -> list[str]:
     """The build and run knobs as lines, for diffs (empty when the candidate sets none)."""
     lines = [f"cflags: {' '.join(c.cflags)}"] if c.cflags else []
     lines += [f"-D{k}={v}" for k, v in sorted(c.defines.items())]
-    lines += [f"{k}: {v}" for k, v in (("threads", c.threads), ("ranks", c.ranks), ("bind", c.bind),
-                                        ("toolchain", c.toolchain)) if v is not None]
+    lines += [f"{k}: {v}" for k, v in c.knobs().items() if k not in ("cflags", "defines") and v is not None]
     return lines
 
 

@@ -221,6 +221,11 @@ def geomean_ci(pairs: list[tuple[Groups, Groups] | None], resamples: int = 2000)
 
 
 # ---------------------------------------------------------------- one task
+def row_name(task: Task) -> str:
+    """A task's row: its suite directory and its own, as `kernopt bench` keys it (tasks/loops/gemm_ab is loops/gemm_ab)."""
+    return f"{task.root.resolve().parent.name}/{task.root.name}"
+
+
 def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[str]) -> dict[str, Variant]:
     task_dir = task.root
     if task.family != "c" or task.uses_mpi or task.uses_gpu:
@@ -239,7 +244,7 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
         if tuner.candidate is None:
             tuner.status, tuner.reason = "not run", note
         else:
-            log.append(f"{task.target}/{task.name}: kernopt tuner: {note}; best: {tuner.candidate.idea or '(the baseline)'}")
+            log.append(f"{row_name(task)}: kernopt tuner: {note}; best: {tuner.candidate.idea or '(the baseline)'}")
     variants["kernopt"] = tuner
     # Polly's matrix-multiply optimization takes 30-60 s to compile gemm with -march=native on a 2-core VM, near the
     # evaluator's 60 s build limit: a slow compile is not a failed peer, so these trusted builds get 10 minutes.
@@ -253,7 +258,7 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
             result, v.binary = ev.check_untimed(v.candidate, v.toolchain)
             if result.status != "ok" or v.binary is None:
                 v.status, v.reason = result.status, result.reason
-                log.append(f"{task.target}/{task.name}: {v.label}: {result.status}: {result.reason}")
+                log.append(f"{row_name(task)}: {v.label}: {result.status}: {result.reason}")
                 continue
             programs[v.key] = Binary(v.binary, v.candidate.threads or task.timing.threads, 1, v.candidate.bind)
             if v.key in ("autopar", "polly"):
@@ -262,7 +267,7 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
         groups, failed = time_interleaved(ev, programs, args.rounds, BASE, reps=args.reps)
         for key, (status, reason) in failed.items():
             variants[key].status, variants[key].reason = status, reason
-            log.append(f"{task.target}/{task.name}: {variants[key].label}: {status} while timing: {reason}")
+            log.append(f"{row_name(task)}: {variants[key].label}: {status} while timing: {reason}")
         for key, g in groups.items():
             variants[key].groups = g
     finally:
@@ -436,7 +441,9 @@ def main(argv: list[str] | None = None) -> int:
     log: list[str] = []
     for task_dir in args.tasks:
         task = load_task(task_dir)
-        name = f"{task.target}/{task.name}"
+        if not isinstance(task, Task):  # a PyTorch/Triton task
+            raise SystemExit(f"{task_dir}: peers compares CPU compilers on OpenMP/serial C tasks (this one is {task.target})")
+        name = row_name(task)
         results[name] = run_task(task, args, polly, log)
         rooflines[name], bounds[name] = roofline_figures(task, results[name], profile)
         print(f"  {name}: done: " + table({name: results[name]})[-1], file=sys.stderr, flush=True)

@@ -68,7 +68,7 @@ from kernopt.hw.roofline import roofline  # noqa: E402
 from kernopt.optimize import baseline_candidate  # noqa: E402
 from kernopt.runs import RunStore, list_runs  # noqa: E402
 from kernopt.sandbox import get_sandbox  # noqa: E402
-from kernopt.task import Task, load_task  # noqa: E402
+from kernopt.task import AnyTask, Task, load_task  # noqa: E402
 
 Groups = list[list[float]]
 BASE = "serial"
@@ -221,15 +221,22 @@ def geomean_ci(pairs: list[tuple[Groups, Groups] | None], resamples: int = 2000)
 
 
 # ---------------------------------------------------------------- one task
+def cpu_task(task: AnyTask) -> Task:
+    """The task, if peers can compare compilers on it (a C task without MPI or a GPU); SystemExit with one line if not."""
+    if not isinstance(task, Task) or task.family != "c" or task.uses_mpi or task.uses_gpu:
+        raise SystemExit(f"{task.root}: peers compares CPU compilers on OpenMP/serial C tasks (this one is {task.target})")
+    return task
+
+
 def row_name(task: Task) -> str:
-    """A task's row: its suite directory and its own, as `kernopt bench` keys it (tasks/loops/gemm_ab is loops/gemm_ab)."""
+    """A task's row: its suite directory and its own, as `kernopt bench SUITE` keys it (tasks/loops/gemm_ab is
+    loops/gemm_ab)."""
     return f"{task.root.resolve().parent.name}/{task.root.name}"
 
 
 def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[str]) -> dict[str, Variant]:
+    task = cpu_task(task)
     task_dir = task.root
-    if task.family != "c" or task.uses_mpi or task.uses_gpu:
-        raise SystemExit(f"{task_dir}: peers compares CPU compilers on OpenMP/serial C tasks (this one is {task.target})")
     variants: dict[str, Variant] = {BASE: Variant(BASE, "serial -O3")}
     for key, label, tc in peer_toolchains(task, args.cores):
         variants[key] = Variant(key, label, baseline_candidate(task), tc)
@@ -440,9 +447,7 @@ def main(argv: list[str] | None = None) -> int:
     bounds: dict[str, tuple[str, float] | None] = {}
     log: list[str] = []
     for task_dir in args.tasks:
-        task = load_task(task_dir)
-        if not isinstance(task, Task):  # a PyTorch/Triton task
-            raise SystemExit(f"{task_dir}: peers compares CPU compilers on OpenMP/serial C tasks (this one is {task.target})")
+        task = cpu_task(load_task(task_dir))
         name = row_name(task)
         results[name] = run_task(task, args, polly, log)
         rooflines[name], bounds[name] = roofline_figures(task, results[name], profile)

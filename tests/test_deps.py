@@ -238,13 +238,49 @@ def test_outside_the_model_is_dont_know(body: str, why: str) -> None:
 
 
 @pytest.mark.parametrize("header", [
-    "for (int i = 0; i < n; i += 2)",  # a step other than 1
+    "for (int i = 0; i < n; i += n)",  # a step that is not a constant
+    "for (int i = 0; i < n; i -= -1)",  # nor a positive one
+    "for (int i = 0; i < n % m; i++)",  # a remainder by a variable
+    "for (int i = 0; i < (int)(u % 4); i++)",  # of an unsigned value
     "for (int i = 0; i < x[0]; i++)",  # a data-dependent bound
     "for (int i = 0; i * i < n; i++)",  # a condition that does not bound the variable
 ])
 def test_loops_outside_the_model_are_dont_know(header: str) -> None:
-    [nest] = nests(f"void k(int n, double *restrict x) {{\n    {header}\n        x[i + 1] = x[i];\n}}\n")
+    [nest] = nests(f"void k(int n, int m, unsigned u, double *restrict x) {{\n    {header}\n        x[i + 1] = x[i];\n}}\n")
     assert not nest.known
+
+
+def test_constant_steps_count_only_the_values_the_loop_takes() -> None:
+    def parallel(header: str, body: str = "x[i + 1] = x[i];") -> bool | None:
+        return one(f"#define STEP 2\nvoid k(int n, double *restrict x) {{\n    {header}\n        {body}\n}}\n").parallel(0)
+
+    assert parallel("for (int i = 0; i < n; i++)") is False
+    assert parallel("for (int i = 0; i < n; i += 2)") is True  # writes the odd elements, reads the even ones
+    assert parallel("for (int i = 0; i < n; i = i + STEP)") is True
+    assert parallel("for (int i = 1; i < n; i += 2)") is True
+    assert parallel("for (int i = 0; i < n; i += 2)", "x[i + 2] = x[i];") is False
+    assert parallel("for (int i = n; i > 0; i -= 2)", "x[i - 1] = x[i];") is True
+    assert parallel("for (int i = n; i > 0; i -= 2)", "x[i - 2] = x[i];") is False
+
+
+def test_unroll_and_jam_main_and_remainder_loops_are_modelled() -> None:
+    # `i += 4` and the remainder's start `n - 1 - (n - 1 - 1) % 4` (kernopt/agent/unroll.py's output): the i loops
+    # of Gauss-Seidel carry its dependence in both; up to 3 remainder rows are not independent, 1 is
+    from kernopt.agent.unroll import unroll_jams
+
+    for jam in unroll_jams(GAUSS_SEIDEL):
+        main, rest = nests(jam.source)
+        assert main.known and rest.known, (main.reason, rest.reason)
+        assert main.loops[0].step == jam.factor and main.parallel(0) is False
+        assert rest.parallel(0) is (jam.factor == 2)
+
+
+def test_a_remainder_takes_the_sign_of_its_dividend() -> None:
+    # m % 4 is in [-3, 0] where m < 0 (C), not in [0, 3] (a mathematical mod): i from -3 writes x[1], which i = 1 reads
+    body = "x[i + 4] = x[i];"
+    assert one(f"void k(int m, double *restrict x) {{\n    for (int i = m % 4; i < 4; i++)\n        {body}\n}}\n").parallel(0) is False
+    assert one("void k(int n, double *restrict x) {\n    for (int i = n - n % 4; i < n; i++)\n        x[i] = x[i - 4];\n}\n"
+               ).parallel(0) is True  # at most 3 iterations, 4 apart from what they read
 
 
 def test_read_only_arrays_may_be_indexed_any_way() -> None:

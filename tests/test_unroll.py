@@ -214,6 +214,21 @@ def test_pragma_on_the_unrolled_loop_stays_on_the_main_loop() -> None:
                 if u.var == "i"]
 
 
+def test_parallel_moves_after_unroll_and_jam_are_proven_and_skip_the_remainder() -> None:
+    # the next greedy step after an unroll-and-jam: `i += 4` and the remainder's `n - n % 4` are modelled, so a
+    # `parallel for` goes where the analysis proves it (gemm's main i loop), not on a loop that carries a dependence
+    # (Gauss-Seidel's, which the loop patterns alone used to offer), nor on the remainder's at most 3 rows
+    from kernopt.agent.pragmas import pragma_edits
+    from tests.test_deps import GAUSS_SEIDEL
+
+    gemm = next(u for u in unroll_jams(GEMM_IKJ) if (u.var, u.factor) == ("i", 4)).source
+    ideas = [idea for _, _, idea, _ in pragma_edits(gemm)]
+    assert "add `#pragma omp parallel for` on the i loop (line 2)" in ideas
+    assert not any("parallel for" in idea and "i loop (line 10)" in idea for idea in ideas), ideas  # the remainder
+    for u in unroll_jams(GAUSS_SEIDEL):
+        assert not any("parallel for" in idea for _, _, idea, _ in pragma_edits(u.source)), u.source
+
+
 def test_locals_in_the_body_are_renamed_in_the_copies() -> None:
     source = GEMM_IKJ.replace("C[i][j] += alpha * A[i][k] * B[k][j];",
                               "{\n                double t = alpha * A[i][k];\n                C[i][j] += t * B[k][j];\n            }")

@@ -24,8 +24,9 @@ which wavefront hyperplane carries every dependence so that the loops under it r
 Outside the model the answer is None ("don't know"), with the reason: a subscript or bound that is
 not affine (or not delinearizable), a function call other than pure math, pointer dereferences,
 address-of, struct fields, `while`/`do`/`goto`/`break`/`continue`/`return` in the nest, loops whose
-step is not +1/-1, data-dependent bounds, arrays reached through pointers to pointers or through local
-pointers, and pointer parameters that may overlap (neither one `restrict`) unless `assume_noalias`.
+step is not a constant, data-dependent bounds, `%` but of parameters by a positive constant, arrays
+reached through pointers to pointers or through local pointers, and pointer parameters that may overlap
+(neither one `restrict`) unless `assume_noalias`.
 """
 
 from __future__ import annotations
@@ -88,7 +89,7 @@ class LoopInfo:
 
     index: int
     var: str
-    step: int  # +1 counts up, -1 counts down
+    step: int  # the constant step: > 0 counts up (`i += 4`: 4), < 0 counts down
     depth: int
     parent: int | None
     node: ts.Node = field(compare=False, repr=False)
@@ -136,8 +137,16 @@ def _ident(name: str) -> str:
 
 def _param(name: str) -> str:
     """A parameter's isl name; a product of parameters (`n*n`) is a parameter of its own (isl is affine), which
-    forgets that it is n squared: the model then allows more than the program does, never less."""
-    return f"p_{name.replace('*', '_X_')}"
+    forgets that it is n squared: the model then allows more than the program does, never less. A remainder
+    (`(n - 2) % 4`) is the parameter `%k`, defined in every domain (_Builder.remainder)."""
+    return f"p_{name.replace('*', '_X_').replace('%', '_R_')}"
+
+
+def _unsigned_in(decls: dict[str, Decl], node: ts.Node) -> bool:
+    """An unsigned type, literal or declared name in the expression (its arithmetic wraps)."""
+    text = _text(node)
+    return bool(_UNSIGNED.search(text) or _UNSIGNED_LITERAL.search(text)) or any(
+        (d := decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier")
 
 
 def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
@@ -436,6 +445,8 @@ class _Builder:
         self.arrays: dict[str, tuple[ts.Node, tuple[int, ...]]] = {}  # arrays declared in the nest, the loops around
         self.written: set[str] = set()
         self.params: set[str] = set()
+        self.remainders: dict[tuple[str, int], str] = {}  # (dividend in isl, divisor) -> its parameter `%k`
+        self.definitions: list[str] = []  # each remainder parameter's value, a constraint every domain gets
         headers = {x.id for n in _walk(top) if n.type == "for_statement"
                    for x in (_field(n, "initializer"), _field(n, "update")) if x is not None}
         self.loop_names = {v for n in _walk(top) if n.type == "for_statement" for v in [_loop_name(n)] if v}
@@ -519,7 +530,33 @@ class _Builder:
             a, b = self.poly(_field(node, "left"), loop_vars), self.poly(_field(node, "right"), loop_vars)
             op = _text(_field(node, "operator"))
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
+        if t == "binary_expression" and _text(_field(node, "operator")) == "%":
+            return {(self.remainder(node),): 1}
         raise Unknown(f"`{_text(node)}` is not an affine expression")
+
+    def remainder(self, node: ts.Node) -> str:
+        """`A % c` (A of parameters only, c a positive constant: an unroll-and-jam remainder loop's start
+        `n - 1 - (n - 2) % 4`) as a parameter `%k` that every domain defines exactly: C's remainder takes A's sign,
+        so A mod c where A >= 0 and -((-A) mod c) where A < 0. Unknown for anything else (a loop variable in A,
+        a variable divisor, unsigned arithmetic, which wraps)."""
+        left, right = _field(node, "left"), _field(node, "right")
+        if _unsigned_in(self.decls, node):
+            raise Unknown(f"`{_text(node)}`: a remainder of unsigned values")
+        divisor = self.poly(right, set())
+        if set(divisor) - {()} or divisor.get((), 0) <= 0:
+            raise Unknown(f"`{_text(node)}`: a remainder by something other than a positive constant")
+        a = self.poly(left, set())  # a loop variable in A is Unknown: none is in scope here
+        self.params.update("*".join(m) for m in a if len(m) > 1)
+        dividend, c = _isl_poly(a, set()), divisor[()]
+        key = (dividend, c)
+        if key not in self.remainders:
+            name = f"%{len(self.remainders)}"
+            self.remainders[key] = name
+            self.params.add(name)
+            r = _param(name)
+            self.definitions.append(f"(({dividend}) >= 0 and {r} = ({dividend}) mod {c} or "
+                                    f"({dividend}) < 0 and {r} = -((-({dividend})) mod {c}))")
+        return self.remainders[key]
 
     def _in_scope(self, name: str, use: ts.Node) -> None:
         """A name the nest declares is that declaration only after it and inside its block (before it, or after the
@@ -590,8 +627,7 @@ class _Builder:
         wrap on purpose, `if (i - 1 >= n)` at i = 0: Unknown too, so the branch is taken as maybe running)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
             node = node.named_children[0]
-        if node is not None and "-" in _text(node) and (_UNSIGNED.search(_text(node)) or _UNSIGNED_LITERAL.search(_text(node)) or any(
-                (d := self.decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier")):
+        if node is not None and "-" in _text(node) and _unsigned_in(self.decls, node):
             raise Unknown("a subtraction on unsigned values in a condition")
         op = _text(_field(node, "operator"))
         if node is not None and node.type == "binary_expression" and op == "&&":
@@ -620,7 +656,7 @@ class _Builder:
             raise Unknown(f"line {node.start_point[0] + 1}: not a counted loop over an integer")
         if var in loop_vars:
             raise Unknown(f"line {node.start_point[0] + 1}: the loop variable `{var}` shadows an enclosing one")
-        step = self._step(upd, var)
+        step = self._step(upd, var, node)
         # the variable may be written only by the header
         for n in _walk(_field(node, "body")):
             t = _field(n, "left") if n.type == "assignment_expression" else (
@@ -640,24 +676,31 @@ class _Builder:
         lo = self.affine(start, loop_vars)
         bound = self.affine(right, loop_vars)
         cons = [f"{v} >= {lo}" if step > 0 else f"{v} <= {lo}", f"{v} {op} {bound}"]
+        if abs(step) > 1:  # `i += 4`: the values lo, lo + 4, ...
+            cons.append(f"({v} - ({lo})) mod {step} = 0" if step > 0 else f"(({lo}) - {v}) mod {-step} = 0")
         index = len(self.loops)
         self.loops.append(LoopInfo(index, var, step, len(outer), outer[-1] if outer else None, node))
         self.bounds[index] = cons
         self._body(_field(node, "body"), (*outer, index), list(position), [])
 
-    @staticmethod
-    def _step(upd: ts.Node, var: str) -> int:
+    def _step(self, upd: ts.Node, var: str, loop: ts.Node) -> int:
+        """The loop's constant step: `i++` 1, `i -= 2` -2, `i = i + 4` 4 (a constant or a macro of one)."""
         if upd.type == "update_expression" and _text(_field(upd, "argument")) == var:
             return 1 if "++" in _text(upd) else -1
+        amount, sign = None, 0
         if upd.type == "assignment_expression" and _text(_field(upd, "left")) == var:
             op, right = _text(_field(upd, "operator")), _field(upd, "right")
-            if op in ("+=", "-=") and _text(right) == "1":
-                return 1 if op == "+=" else -1
-            if op == "=" and right is not None and right.type == "binary_expression":
-                ro = _text(_field(right, "operator"))
-                if _text(_field(right, "left")) == var and _text(_field(right, "right")) == "1" and ro in ("+", "-"):
-                    return 1 if ro == "+" else -1
-        raise Unknown(f"the step of `{var}` is not +1 or -1")
+            if op in ("+=", "-="):
+                amount, sign = right, 1 if op == "+=" else -1
+            elif op == "=" and right is not None and right.type == "binary_expression" and \
+                    _text(_field(right, "left")) == var and _text(_field(right, "operator")) in ("+", "-"):
+                amount, sign = _field(right, "right"), 1 if _text(_field(right, "operator")) == "+" else -1
+        if amount is not None and amount.type in ("number_literal", "identifier", "parenthesized_expression") and \
+                not _names_in(amount) - set(self.macros):
+            c = self.poly(amount, set()).get((), 0)
+            if c > 0:
+                return sign * c
+        raise Unknown(f"line {loop.start_point[0] + 1}: the step of `{var}` is not a positive constant")
 
     def _body(self, body: ts.Node | None, loops: tuple[int, ...], position: list[int], constraints: list[str]) -> None:
         """Statements of a loop body in execution order; position[-1] counts them."""
@@ -1005,7 +1048,7 @@ class Nest:
         for s in self.stmts:
             vs = [_ident(self.loops[i].var) for i in s.loops]
             loop_vars = {self.loops[i].var for i in s.loops}
-            cons = [c for i in s.loops for c in b.bounds[i]] + s.constraints
+            cons = [c for i in s.loops for c in b.bounds[i]] + s.constraints + b.definitions
             dom = isl.Set(f"{prefix}{{ {s.name}[{', '.join(vs)}] : {' and '.join(cons) or 'true'} }}")
             self.domain[s.name] = dom
             domains.append(dom)
@@ -1131,6 +1174,23 @@ class Nest:
 
     def under(self, loop: int) -> list[Stmt]:
         return [s for s in self.stmts if loop in s.loops]
+
+    def runs_at_most(self, loop: int, most: int) -> bool | None:
+        """Whether the loop never runs more than `most` iterations each time it is entered (an unroll-and-jam
+        remainder `for (i = n - n % 4; i < n; i++)` runs at most 3), whatever the parameters; None if unknown."""
+        stmts = self.under(loop)
+        if not self.known or not stmts:
+            return None
+        p = self.loops[loop].depth
+        ran: isl.Set | None = None  # (outer variables, this variable) of the iterations that run a statement
+        for s in stmts:
+            part = self.domain[s.name].project_out(isl.dim_type.set, p + 1, len(s.loops) - p - 1).reset_tuple_id()
+            ran = part if ran is None else ran.union(part)
+        assert ran is not None
+        prefix = f"[{', '.join(_param(x) for x in self.params)}] -> " if self.params else ""
+        outer = "".join(f"o{k}, " for k in range(p))
+        apart = isl.Map(f"{prefix}{{ [{outer}v] -> [{outer}w] : w - v >= {most * abs(self.loops[loop].step)} }}")
+        return isl.Map.from_domain_and_range(ran, ran).intersect(apart).is_empty()
 
     def _restrict(self, stmts: list[Stmt], deps: isl.UnionMap | None = None) -> isl.UnionMap:
         dom = _union_set([self.domain[s.name] for s in stmts])

@@ -103,7 +103,7 @@ def pragma_edits(source: str) -> list[Edit]:
         live = lives[loop.index]
         if live is None:  # a private the code reads later that the loop may leave unset: no clause makes that right
             continue
-        if loop.parallelizable and verdicts.parallel.get(loop.index) is not False:
+        if loop.parallelizable and verdicts.parallel.get(loop.index) is not False and loop.index not in verdicts.few:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
             edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live)
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
@@ -198,10 +198,16 @@ class Verdicts:
     """What the dependence analysis says about the loops (cloops.analyze's, by index): `parallel` True where it proves
     a `parallel for` with the loop's clauses safe, False where the loop carries a dependence through anything else
     (no move); `no_collapse`: perfect loops whose inner loop carries a dependence under the outer loop's clauses (a
-    collapse(2) would race). Loops outside the analysis's model are in neither."""
+    collapse(2) would race); `few`: loops that never run more than FEW iterations a time (an unroll-and-jam
+    remainder, `for (q = 0; q < 3; q++)`), where a `parallel for` costs a fork and join and splits nothing worth it.
+    Loops outside the analysis's model are in none."""
 
     parallel: dict[int, bool] = field(default_factory=dict)
     no_collapse: set[int] = field(default_factory=set)
+    few: set[int] = field(default_factory=set)
+
+
+FEW = 3  # the largest unroll-and-jam remainder (factor 4)
 
 
 def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
@@ -227,6 +233,8 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
             verdict = nest.parallel(info.index, handled)
             if verdict is not None:
                 out.parallel[loop.index] = verdict
+            if nest.runs_at_most(info.index, FEW):
+                out.few.add(loop.index)
             inner = [x for x in nest.loops if x.parent == info.index]
             if loop.perfect and len(inner) == 1 and nest.parallel(inner[0].index, handled) is False:
                 out.no_collapse.add(loop.index)

@@ -275,6 +275,26 @@ def test_unroll_and_jam_main_and_remainder_loops_are_modelled() -> None:
         assert rest.parallel(0) is (jam.factor == 2)
 
 
+def test_a_remainder_of_an_outer_loop_variable_in_a_bound() -> None:
+    # lu_rowwise's U part unrolled by 4 inside the i loop: the remainder starts at `n - (n - i) % 4`, a value per i
+    from kernopt.agent.cmacros import expand
+    from kernopt.agent.unroll import unroll_jams
+
+    jam = next(u for u in unroll_jams(expand((ROOT / "tasks/loops/lu_rowwise/kernel.c").read_text()))
+               if (u.var, u.factor) == ("j", 4))
+    assert "j = n - (n - i) % 4" in jam.source
+    [nest] = nests(jam.source)
+    assert nest.known, nest.reason
+    i, main, rest = (lp.index for lp in nest.loops if lp.var == "i" or lp.step == 4 or "% 4" in nest.source.splitlines()[lp.line])
+    assert nest.parallel(i) is False and nest.parallel(main) is True and nest.parallel(rest) is True
+    assert nest.runs_at_most(rest, 3) is True and nest.runs_at_most(main, 3) is False
+    # a loop variable's remainder anywhere but a bound is outside the model
+    loop = "void k(int n, double *restrict x) {\n    for (int i = 0; i < n; i++)\n        "
+    assert not nests(loop + "x[i % 4] += 1.0;\n}\n")[0].known
+    guarded = one(loop + "if (i % 2 == 0) x[i] = x[i + 1];\n}\n")  # a condition: taken as maybe running
+    assert guarded.known and guarded.parallel(0) is False
+
+
 def test_a_remainder_takes_the_sign_of_its_dividend() -> None:
     # m % 4 is in [-3, 0] where m < 0 (C), not in [0, 3] (a mathematical mod): i from -3 writes x[1], which i = 1 reads
     body = "x[i + 4] = x[i];"

@@ -24,7 +24,7 @@ which wavefront hyperplane carries every dependence so that the loops under it r
 Outside the model the answer is None ("don't know"), with the reason: a subscript or bound that is
 not affine (or not delinearizable), a function call other than pure math, pointer dereferences,
 address-of, struct fields, `while`/`do`/`goto`/`break`/`continue`/`return` in the nest, loops whose
-step is not a constant, data-dependent bounds, `%` but of parameters by a positive constant, arrays
+step is not a constant, data-dependent bounds, `%` but by a positive constant (of loop variables: in bounds), arrays
 reached through pointers to pointers or through local pointers, and pointer parameters that may overlap
 (neither one `restrict`) unless `assume_noalias`.
 """
@@ -447,6 +447,8 @@ class _Builder:
         self.params: set[str] = set()
         self.remainders: dict[tuple[str, int], str] = {}  # (dividend in isl, divisor) -> its parameter `%k`
         self.definitions: list[str] = []  # each remainder parameter's value, a constraint every domain gets
+        self.local_remainders: set[str] = set()  # remainders of loop variables, each quantified in its loop's bounds
+        self.bound: list[tuple[str, str]] | None = None  # while reading a loop's bounds: its remainders, defined
         headers = {x.id for n in _walk(top) if n.type == "for_statement"
                    for x in (_field(n, "initializer"), _field(n, "update")) if x is not None}
         self.loop_names = {v for n in _walk(top) if n.type == "for_statement" for v in [_loop_name(n)] if v}
@@ -531,32 +533,46 @@ class _Builder:
             op = _text(_field(node, "operator"))
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
         if t == "binary_expression" and _text(_field(node, "operator")) == "%":
-            return {(self.remainder(node),): 1}
+            return {(self.remainder(node, loop_vars),): 1}
         raise Unknown(f"`{_text(node)}` is not an affine expression")
 
-    def remainder(self, node: ts.Node) -> str:
-        """`A % c` (A of parameters only, c a positive constant: an unroll-and-jam remainder loop's start
-        `n - 1 - (n - 2) % 4`) as a parameter `%k` that every domain defines exactly: C's remainder takes A's sign,
-        so A mod c where A >= 0 and -((-A) mod c) where A < 0. Unknown for anything else (a loop variable in A,
-        a variable divisor, unsigned arithmetic, which wraps)."""
+    def remainder(self, node: ts.Node, loop_vars: set[str]) -> str:
+        """`A % c` (c a positive constant) as a name `%k` whose value the domains define exactly: C's remainder takes
+        A's sign, so A mod c where A >= 0 and -((-A) mod c) where A < 0. A of parameters only (an unroll-and-jam
+        remainder loop's start `n - 1 - (n - 2) % 4`) is a parameter every domain defines; A of loop variables
+        too (`n - (n - i) % 4`, the remainder of a band inside an i loop) only in a loop's bounds, where the loop
+        quantifies it (`exists`, _loop). Unknown for anything else (a variable divisor, unsigned arithmetic,
+        which wraps, a loop variable's remainder in a subscript or condition)."""
         left, right = _field(node, "left"), _field(node, "right")
         if _unsigned_in(self.decls, node):
             raise Unknown(f"`{_text(node)}`: a remainder of unsigned values")
         divisor = self.poly(right, set())
         if set(divisor) - {()} or divisor.get((), 0) <= 0:
             raise Unknown(f"`{_text(node)}`: a remainder by something other than a positive constant")
-        a = self.poly(left, set())  # a loop variable in A is Unknown: none is in scope here
+        a = self.poly(left, loop_vars)
+        local = any(v in loop_vars for m in a for v in m)
+        if local and self.bound is None:
+            raise Unknown(f"`{_text(node)}`: a remainder of a loop variable outside a loop's bounds")
+        if any(len(m) > 1 and any(v in loop_vars or v in self.local_remainders for v in m) for m in a):
+            raise Unknown(f"`{_text(node)}` is not affine")
         self.params.update("*".join(m) for m in a if len(m) > 1)
-        dividend, c = _isl_poly(a, set()), divisor[()]
+        dividend, c = _isl_poly(a, loop_vars), divisor[()]
         key = (dividend, c)
-        if key not in self.remainders:
-            name = f"%{len(self.remainders)}"
+        if not local and key in self.remainders:
+            return self.remainders[key]
+        name = f"%{len(self.remainders) + len(self.local_remainders)}"
+        r = _param(name)
+        definition = (f"(({dividend}) >= 0 and {r} = ({dividend}) mod {c} or "
+                      f"({dividend}) < 0 and {r} = -((-({dividend})) mod {c}))")
+        if local:
+            assert self.bound is not None
+            self.local_remainders.add(name)
+            self.bound.append((r, definition))
+        else:
             self.remainders[key] = name
             self.params.add(name)
-            r = _param(name)
-            self.definitions.append(f"(({dividend}) >= 0 and {r} = ({dividend}) mod {c} or "
-                                    f"({dividend}) < 0 and {r} = -((-({dividend})) mod {c}))")
-        return self.remainders[key]
+            self.definitions.append(definition)
+        return name
 
     def _in_scope(self, name: str, use: ts.Node) -> None:
         """A name the nest declares is that declaration only after it and inside its block (before it, or after the
@@ -617,7 +633,7 @@ class _Builder:
 
     def affine(self, node: ts.Node | None, loop_vars: set[str]) -> str:
         p = self.poly(node, loop_vars)
-        if any(len(m) > 1 and any(v in loop_vars for v in m) for m in p):
+        if any(len(m) > 1 and any(v in loop_vars or v in self.local_remainders for v in m) for m in p):
             raise Unknown(f"`{_text(node)}` is not affine")
         self.params.update("*".join(m) for m in p if len(m) > 1)
         return _isl_poly(p, loop_vars)
@@ -673,11 +689,16 @@ class _Builder:
         if (step > 0) != (op in ("<", "<=")):
             raise Unknown(f"line {node.start_point[0] + 1}: the condition and the step disagree")
         v = _ident(var)
+        self.bound = []
         lo = self.affine(start, loop_vars)
         bound = self.affine(right, loop_vars)
         cons = [f"{v} >= {lo}" if step > 0 else f"{v} <= {lo}", f"{v} {op} {bound}"]
         if abs(step) > 1:  # `i += 4`: the values lo, lo + 4, ...
             cons.append(f"({v} - ({lo})) mod {step} = 0" if step > 0 else f"(({lo}) - {v}) mod {-step} = 0")
+        if self.bound:  # `j >= n - (n - i) % 4`: the remainder's value, for each i
+            names = ", ".join(r for r, _ in self.bound)
+            cons = [f"exists ({names} : {' and '.join([d for _, d in self.bound] + cons)})"]
+        self.bound = None
         index = len(self.loops)
         self.loops.append(LoopInfo(index, var, step, len(outer), outer[-1] if outer else None, node))
         self.bounds[index] = cons

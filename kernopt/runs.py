@@ -150,11 +150,14 @@ class RunStore:
             (d / "log.txt").write_text(result.log)
         self.append("eval", candidate=candidate.model_dump(), result=json.loads(result.model_dump_json()))
 
-    def write_best(self, candidate: Candidate, result: EvalResult) -> None:
+    def write_best(self, candidate: Candidate, result: EvalResult, build: str | None = None) -> None:
+        """best/: the winner's files, candidate.json, eval.json and BUILD (how it was compiled and run, C family)."""
         d = self.root / "best"
         d.mkdir(exist_ok=True)
         for name, text in candidate.files.items():
             (d / Path(name).name).write_text(text)
+        if build:
+            (d / "BUILD").write_text(build)
         self._write_json("best/candidate.json", {**candidate.model_dump(exclude={"files"}), "id": candidate.id})
         self._write_json("best/eval.json", json.loads(result.model_dump_json()))
 

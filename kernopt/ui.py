@@ -218,6 +218,8 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         for step in s.get("best_lineage") or [s.get("best_idea", "")]:
             console.print(f"      + {escape(str(step))}", highlight=False)
         console.print(f"      kernel: {run_dir / 'best'}", highlight=False)
+        if s.get("best_build"):
+            console.print(f"      built with: {escape(s['best_build'])}  (best/BUILD: the link and run, too)", highlight=False)
         for r in s.get("refuted") or []:  # better candidates of the search whose re-measurement did not hold up
             console.print(f"      not confirmed: {r['candidate']}, {r['search_speedup'] or 0:.2f}x in the search; "
                           f"{escape(str(r['reason']).removeprefix('re-measured; '))}", highlight=False)

@@ -68,6 +68,11 @@ def test_kill_and_resume(small_task: Path, tmp_path: Path) -> None:
     assert on_disk["candidates"] == budget and on_disk["best_candidate"] == summary["best_candidate"]
     types = [json.loads(ln)["type"] for ln in (run_dir / "events.jsonl").read_text().splitlines() if ln.startswith("{")]
     assert types[0] == "start" and "resume" in types and types[-1] == "end"
+    # best/BUILD: its compile line builds the best kernel where it lies, and is the summary's
+    build = (run_dir / "best" / "BUILD").read_text().splitlines()
+    assert build[1] == summary["best_build"] and build[1].endswith("-c kernel.c -o kernel.o")
+    assert subprocess.run(["sh", "-c", build[1]], cwd=run_dir / "best", capture_output=True, timeout=120).returncode == 0
+    assert (run_dir / "best" / "kernel.o").stat().st_size > 0 and build[3].startswith("# ran as: OMP_NUM_THREADS=")
 
     # resuming a finished run evaluates nothing and reports the same result
     again = subprocess.run([sys.executable, "-m", "kernopt", "optimize", "--resume", str(run_dir), "--json"],

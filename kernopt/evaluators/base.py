@@ -14,6 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from kernopt import placement
+from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
 from kernopt.evaluators.result import TimingStats
@@ -69,6 +70,10 @@ class SandboxedEvaluator:
     _sb: Sandbox
     start_hint = ""  # appended to "sandbox could not start ..." (what the user can do about it)
     on_phase: PhaseFn | None = None  # told each phase of an evaluation as it starts (display only)
+
+    def how_built(self, candidate: Candidate) -> str | None:
+        """What best/BUILD says about building and running the candidate; None where nothing is built."""
+        return None
 
     def phase(self, text: str) -> None:
         """Report the phase now starting; a display failure never fails an evaluation."""

@@ -102,6 +102,23 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def _base_flags(self) -> list[str]:
         return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
 
+    def kernel_command(self, candidate: Candidate, toolchain: Toolchain | None = None) -> list[str]:
+        """The compile of the candidate's kernel object (run in a directory holding the kernel file)."""
+        tc = toolchain or Toolchain(self.task.compiler)
+        return [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c",
+                Path(self.task.kernel).name, "-o", "kernel.o"]
+
+    def how_built(self, candidate: Candidate) -> str:
+        """best/BUILD: the kernel object's compile as the evaluation ran it, what the link adds, and the
+        environment and command the timed program ran with (its driver and harness are kernopt's)."""
+        tc = polly_toolchain(self.task.language) if candidate.toolchain == "polly" else None
+        link = [*self.task.build.ldflags, *(tc.ldflags if tc else ())]
+        command, env = self._launch(self._binary(Path("prog"), candidate))
+        lines = [f"# {self.task.name}: how kernopt compiled this kernel and ran the timed program", shlex.join(self.kernel_command(candidate, tc)),
+                 f"# linked with {shlex.join([self.task.compiler, *self._base_flags(), *link])} (kernopt's driver and the task's harness)",
+                 f"# ran as: {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(command)}"]
+        return "\n".join(lines) + "\n"
+
     def stage_trusted_sources(self, d: Path) -> str:
         """Copy the driver's and the monitor's sources and the task's harness into d; returns the harness
         file name."""
@@ -162,7 +179,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             shutil.copy(trusted / name, d / name)
         try:
             tc = toolchain or Toolchain(self.task.compiler)
-            cc = [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c", kernel_name, "-o", "kernel.o"]
+            cc = self.kernel_command(candidate, tc)
             link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
                     *self.link_flags, "-o", "prog"]
             own = ""

@@ -295,6 +295,24 @@ def test_a_remainder_of_an_outer_loop_variable_in_a_bound() -> None:
     assert guarded.known and guarded.parallel(0) is False
 
 
+def test_a_tiled_nest_with_clipped_point_loops_is_modelled() -> None:
+    from kernopt.agent.tile import tilings
+    from tests.test_unroll import GEMM_IKJ
+
+    tiled = tilings(GEMM_IKJ)[0].source
+    assert "i < (ii + 32 < n ? ii + 32 : n)" in tiled
+    nest = one(tiled, assume_noalias=True)
+    assert {lp.var: nest.parallel(lp.index) for lp in nest.loops} == {"ii": True, "kk": False, "jj": True, "i": True, "k": False, "j": True}
+    # min(i + 2, n) as an upper bound: at most 2 iterations; max(i + 2, n): as many as n
+    def window(bound: str) -> Nest:
+        return one(f"void k(int n, double *restrict x) {{\n    for (int i = 0; i < n; i++)\n        for (int j = i; j < {bound}; j++)\n"
+                   "            x[i] += 1.0;\n}\n")
+    for clipped in ("(i + 2 < n ? i + 2 : n)", "(n > i + 2 ? i + 2 : n)", "(i + 2 >= n ? n : i + 2)"):
+        assert window(clipped).runs_at_most(1, 2) is True and window(clipped).runs_at_most(1, 1) is False, clipped
+    assert window("(i + 2 > n ? i + 2 : n)").runs_at_most(1, 3) is False
+    assert not nests("void k(int n, double *restrict x) {\n    for (int i = 0; i < (n == 4 ? 4 : n); i++)\n        x[i] = 0.0;\n}\n")[0].known
+
+
 def test_a_remainder_takes_the_sign_of_its_dividend() -> None:
     # m % 4 is in [-3, 0] where m < 0 (C), not in [0, 3] (a mathematical mod): i from -3 writes x[1], which i = 1 reads
     body = "x[i + 4] = x[i];"

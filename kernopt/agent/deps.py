@@ -52,6 +52,7 @@ _UNSIGNED_LITERAL = re.compile(r"\b(0[xX][0-9a-fA-F]+|\d+)[lL]*[uU]")
 _INT_TYPES = re.compile(r"\b(char|short|int|long|unsigned|signed|size_t|ssize_t|ptrdiff_t|u?int\w*_t)\b")
 _FLOAT_TYPES = re.compile(r"\b(float|double|_Complex)\b")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
+_NOT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}  # a comparison's negation
 
 Poly = dict[tuple[str, ...], int]  # monomial (sorted names) -> coefficient; () is the constant
 
@@ -652,6 +653,28 @@ class _Builder:
             raise Unknown("not an affine condition")
         return [f"{self.affine(_field(node, 'left'), loop_vars)} {_CMP[op]} {self.affine(_field(node, 'right'), loop_vars)}"]
 
+    def _limit(self, v: str, op: str, node: ts.Node | None, loop_vars: set[str]) -> str:
+        """`v op E` for a loop's start or bound E as an isl constraint. E may choose by one affine comparison (a tile's
+        point loop, `i < (ii + 32 < n ? ii + 32 : n)`): `(c and v op x) or (not c and v op y)`, exactly."""
+        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+            node = node.named_children[0]
+        if node is None or node.type != "conditional_expression":
+            return f"{v} {op} {self.affine(node, loop_vars)}"
+        test = _field(node, "condition")
+        while test is not None and test.type == "parenthesized_expression" and test.named_child_count == 1:
+            test = test.named_children[0]
+        cmp = _text(_field(test, "operator")) if test is not None else ""
+        if test is None or test.type != "binary_expression" or cmp not in _NOT:
+            raise Unknown(f"`{_text(node)}`: a conditional bound that does not test one comparison")
+        [yes] = self.condition(test, loop_vars)  # refuses a subtraction on unsigned values
+        x, y = _field(node, "consequence"), _field(node, "alternative")
+        a, b = _text(_field(test, "left")).strip(), _text(_field(test, "right")).strip()
+        if x is not None and y is not None and (_text(x).strip(), _text(y).strip()) == (a, b) and \
+                (cmp in ("<", "<=")) == (op in ("<", "<=")):  # min(a, b) as an upper bound, max(a, b) as a lower one
+            return f"{self._limit(v, op, x, loop_vars)} and {self._limit(v, op, y, loop_vars)}"
+        no = f"{self.affine(_field(test, 'left'), loop_vars)} {_NOT[cmp]} {self.affine(_field(test, 'right'), loop_vars)}"
+        return f"(({yes} and {self._limit(v, op, x, loop_vars)}) or ({no} and {self._limit(v, op, y, loop_vars)}))"
+
     # --- loops and statements ------------------------------------------------------------------------
     def _loop(self, node: ts.Node, outer: tuple[int, ...], position: list[int]) -> None:
         loop_vars = {self.loops[i].var for i in outer}
@@ -690,10 +713,9 @@ class _Builder:
             raise Unknown(f"line {node.start_point[0] + 1}: the condition and the step disagree")
         v = _ident(var)
         self.bound = []
-        lo = self.affine(start, loop_vars)
-        bound = self.affine(right, loop_vars)
-        cons = [f"{v} >= {lo}" if step > 0 else f"{v} <= {lo}", f"{v} {op} {bound}"]
-        if abs(step) > 1:  # `i += 4`: the values lo, lo + 4, ...
+        cons = [self._limit(v, ">=" if step > 0 else "<=", start, loop_vars), self._limit(v, op, right, loop_vars)]
+        if abs(step) > 1:  # `i += 4`: the values lo, lo + 4, ... (an affine lo only)
+            lo = self.affine(start, loop_vars)
             cons.append(f"({v} - ({lo})) mod {step} = 0" if step > 0 else f"(({lo}) - {v}) mod {-step} = 0")
         if self.bound:  # `j >= n - (n - i) % 4`: the remainder's value, for each i
             names = ", ".join(r for r, _ in self.bound)

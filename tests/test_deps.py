@@ -484,13 +484,22 @@ HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
                                   "r2_f7_deps_int_macro", "r2_f8_nested_shadow", "r2_f12_unsigned_wrap",
                                   "r2_f13_narrow_cast", "r2_o15_long_expr", "r3_f4_octal_macro", "r3_f5_unsigned_literal",
                                   "r3_f5b_unsigned_cast", "r3_f5c_unsigned_macro", "r3_f6_macro_after_bytes",
-                                  "r3_f7_narrow_local"])
+                                  "r3_f7_narrow_local", "r4_uchar_step", "r4_uint_down_step", "r4_shadow_unsigned_rem",
+                                  "r4_shadow_loopvar", "r4_typedef_rem", "r4_local_u_rem", "r4_local_size_rem",
+                                  "r4_cond_unsigned", "r4_cond_u_literal", "r4_pre_u_literal"])
 def test_hostile_kernels_are_never_called_parallel(name: str) -> None:
     from kernopt.agent.cmacros import expand
 
     source = (HOSTILE / f"{name}.c").read_text()
     for nest in nests(expand(source)):
         assert all(nest.parallel(lp.index) is not True for lp in nest.loops), (name, nest.report())
+
+
+@pytest.mark.parametrize(("name", "most"), [("r4_uint_down_step", 2), ("r4_cond_unsigned", 0), ("r4_cond_u_literal", 0)])
+def test_hostile_loops_are_never_called_short(name: str, most: int) -> None:
+    # each runs more than `most` iterations for some parameters (unsigned wrap-around, an unsigned comparison)
+    for nest in nests((HOSTILE / f"{name}.c").read_text()):
+        assert all(nest.runs_at_most(lp.index, most) is not True for lp in nest.loops), (name, nest.report())
 
 
 def test_a_nest_too_deep_to_walk_is_dont_know() -> None:

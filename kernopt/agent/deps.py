@@ -143,13 +143,6 @@ def _param(name: str) -> str:
     return f"p_{name.replace('*', '_X_').replace('%', '_R_')}"
 
 
-def _unsigned_in(decls: dict[str, Decl], node: ts.Node) -> bool:
-    """An unsigned type, literal or declared name in the expression (its arithmetic wraps)."""
-    text = _text(node)
-    return bool(_UNSIGNED.search(text) or _UNSIGNED_LITERAL.search(text)) or any(
-        (d := decls.get(_text(x))) is not None and d.unsigned for x in _walk(node) if x.type == "identifier")
-
-
 def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
     """An affine polynomial as isl text (loop variables v_x, parameters p_x)."""
     terms = []
@@ -198,6 +191,37 @@ def _declarator(node: ts.Node | None) -> tuple[str, tuple[str, ...], bool]:
     derivs = tuple(d for d, _ in reversed(outer))
     restrict = bool(outer) and outer[-1][1]  # the object's own level (the first derivation) is restrict
     return _text(node), derivs, restrict
+
+
+def _unsigned_names(root: ts.Node, func: ts.Node) -> tuple[frozenset[str], frozenset[str]]:
+    """(names, typedef names) of unsigned integer types: every declaration of a name among the globals and this
+    function's parameters and locals (a block's own signed `n` does not hide the parameter's unsigned one), and
+    the file's typedefs that resolve to an unsigned type (`typedef unsigned int int_u_t;`)."""
+    typedefs: dict[str, str] = {}
+    for d in _walk(root):
+        if d.type == "type_definition":
+            ty = _text(_field(d, "type"))
+            for decl in d.children_by_field_name("declarator"):
+                typedefs[_text(decl)] = ty
+    utypes: set[str] = set()
+    changed = True
+    while changed:  # typedefs of typedefs
+        changed = False
+        for name, ty in typedefs.items():
+            if name not in utypes and (_UNSIGNED.search(ty) or ty in utypes):
+                utypes.add(name)
+                changed = True
+    names: set[str] = set()
+    for d in _walk(root):
+        if d.type not in ("declaration", "parameter_declaration"):
+            continue
+        owner = next((a for a in _ancestors(d) if a.type == "function_definition"), None)
+        if owner is not None and owner != func:
+            continue
+        ty = _text(_field(d, "type"))
+        if _UNSIGNED.search(ty) or ty in utypes:
+            names.update(_declarator(x)[0] for x in d.children_by_field_name("declarator"))
+    return frozenset(names), frozenset(utypes)
 
 
 def _scalar_kind(ty: str) -> str:
@@ -429,6 +453,7 @@ class _Builder:
         text = data.decode(errors="replace")
         self.macros = constants(text, len(data[:top.start_byte].decode(errors="replace")))  # characters, not bytes
         self.decls = _declarations(root, func)
+        self.unsigned_names, self.unsigned_types = _unsigned_names(root, func)
         self.root = root
         self.pure = _pure_functions(root)
         # names the function declares (a parameter `double (*g)(double)`, a local): a call to one is not the file's g
@@ -537,6 +562,28 @@ class _Builder:
             return {(self.remainder(node, loop_vars),): 1}
         raise Unknown(f"`{_text(node)}` is not an affine expression")
 
+    def unsigned(self, node: ts.Node, depth: int = 0) -> bool:
+        """Whether unsigned arithmetic may enter the expression, where it wraps and changes `%` and comparisons: an
+        unsigned type, typedef, literal (`2u`) or name (any declaration of it), also through the initializer of an
+        integer local it names (`long t = n - 2u;` then `t % 4`)."""
+        text = _text(node)
+        if _UNSIGNED.search(text) or _UNSIGNED_LITERAL.search(text) or depth > 20:
+            return True
+        for x in _walk(node):
+            if x.type == "type_identifier" and _text(x) in self.unsigned_types:
+                return True
+            if x.type == "identifier":
+                name = _text(x)
+                if name in self.unsigned_names:
+                    return True
+                inits: list[ts.Node | None] = [self.fixed[name]] if name in self.fixed else []
+                if name in self.locals:
+                    inits += [_field(d, "value") for d in self.locals[name][0].children_by_field_name("declarator")
+                              if d.type == "init_declarator" and _text(_field(d, "declarator")) == name]
+                if any(v is not None and self.unsigned(v, depth + 1) for v in inits):
+                    return True
+        return False
+
     def remainder(self, node: ts.Node, loop_vars: set[str]) -> str:
         """`A % c` (c a positive constant) as a name `%k` whose value the domains define exactly: C's remainder takes
         A's sign, so A mod c where A >= 0 and -((-A) mod c) where A < 0. A of parameters only (an unroll-and-jam
@@ -545,7 +592,7 @@ class _Builder:
         quantifies it (`exists`, _loop). Unknown for anything else (a variable divisor, unsigned arithmetic,
         which wraps, a loop variable's remainder in a subscript or condition)."""
         left, right = _field(node, "left"), _field(node, "right")
-        if _unsigned_in(self.decls, node):
+        if self.unsigned(node):
             raise Unknown(f"`{_text(node)}`: a remainder of unsigned values")
         divisor = self.poly(right, set())
         if set(divisor) - {()} or divisor.get((), 0) <= 0:
@@ -640,12 +687,13 @@ class _Builder:
         return _isl_poly(p, loop_vars)
 
     def condition(self, node: ts.Node | None, loop_vars: set[str]) -> list[str]:
-        """A conjunction of affine comparisons as isl constraints, or Unknown (a subtraction on an unsigned name may
-        wrap on purpose, `if (i - 1 >= n)` at i = 0: Unknown too, so the branch is taken as maybe running)."""
+        """A conjunction of affine comparisons as isl constraints, or Unknown, so the branch is taken as maybe
+        running. Unknown too where unsigned arithmetic enters: a subtraction may wrap on purpose (`if (i - 1 >= n)`
+        at i = 0), and a comparison with an unsigned value converts the other side (`4u < n` holds for n = -1)."""
         while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
             node = node.named_children[0]
-        if node is not None and "-" in _text(node) and _unsigned_in(self.decls, node):
-            raise Unknown("a subtraction on unsigned values in a condition")
+        if node is not None and self.unsigned(node):
+            raise Unknown("unsigned values in a condition")
         op = _text(_field(node, "operator"))
         if node is not None and node.type == "binary_expression" and op == "&&":
             return self.condition(_field(node, "left"), loop_vars) + self.condition(_field(node, "right"), loop_vars)
@@ -660,6 +708,8 @@ class _Builder:
             node = node.named_children[0]
         if node is None or node.type != "conditional_expression":
             return f"{v} {op} {self.affine(node, loop_vars)}"
+        if self.unsigned(node):  # `(m < n ? m : n)` with n unsigned compares, and is, unsigned
+            raise Unknown(f"`{_text(node)}`: a conditional bound on unsigned values")
         test = _field(node, "condition")
         while test is not None and test.type == "parenthesized_expression" and test.named_child_count == 1:
             test = test.named_children[0]
@@ -679,23 +729,27 @@ class _Builder:
     def _loop(self, node: ts.Node, outer: tuple[int, ...], position: list[int]) -> None:
         loop_vars = {self.loops[i].var for i in outer}
         init, cond, upd = _field(node, "initializer"), _field(node, "condition"), _field(node, "update")
-        var, start = None, None
+        var, start, ty = None, None, ""
         if init is not None and init.type == "declaration":
             ds = init.children_by_field_name("declarator")
             if len(ds) == 1 and ds[0].type == "init_declarator":
                 name = _field(ds[0], "declarator")
                 if name is not None and name.type == "identifier" and _INT_TYPES.search(_text(_field(init, "type"))):
-                    var, start = _text(name), _field(ds[0], "value")
+                    var, start, ty = _text(name), _field(ds[0], "value"), _text(_field(init, "type"))
         elif init is not None and init.type == "assignment_expression" and _text(_field(init, "operator")) == "=":
             left = _field(init, "left")
             d = self.decls.get(_text(left))
             if left is not None and left.type == "identifier" and (d is None or (not d.derivs and d.scalar == "int")):
                 var, start = _text(left), _field(init, "right")
+                ty = _text(_field(d.node, "type")) if d is not None and d.node is not None else ""
         if var is None or start is None or cond is None or upd is None:
             raise Unknown(f"line {node.start_point[0] + 1}: not a counted loop over an integer")
         if var in loop_vars:
             raise Unknown(f"line {node.start_point[0] + 1}: the loop variable `{var}` shadows an enclosing one")
         step = self._step(upd, var, node)
+        if abs(step) > 1 and (not _WIDE.fullmatch(_plain_type(ty)) or var in self.unsigned_names):
+            # `unsigned char i ...; i += 10` may wrap past the bound and go on (`i++` cannot skip it)
+            raise Unknown(f"line {node.start_point[0] + 1}: a step of {step} on `{var}`, not a signed type of 32 bits or more")
         # the variable may be written only by the header
         for n in _walk(_field(node, "body")):
             t = _field(n, "left") if n.type == "assignment_expression" else (

@@ -24,7 +24,7 @@ which wavefront hyperplane carries every dependence so that the loops under it r
 Outside the model the answer is None ("don't know"), with the reason: a subscript or bound that is
 not affine (or not delinearizable), a function call other than pure math, pointer dereferences,
 address-of, struct fields, `while`/`do`/`goto`/`break`/`continue`/`return` in the nest, loops whose
-step is not a constant (or not 1 on a narrow or unsigned variable), data-dependent bounds, `%` but by a
+step is not a constant (or is not 1 or -1 on a narrow or unsigned variable), data-dependent bounds, `%` but by a
 positive constant (of loop variables: in bounds only), unsigned values in a remainder, a conditional bound or
 an `if` condition, arrays reached through pointers to pointers or through local pointers, and pointer
 parameters that may overlap (neither one `restrict`) unless `assume_noalias`.

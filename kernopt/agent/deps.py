@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import itertools
 import re
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 
 import islpy as isl
@@ -213,12 +214,7 @@ def _unsigned_names(root: ts.Node, func: ts.Node) -> tuple[frozenset[str], froze
                 utypes.add(name)
                 changed = True
     names: set[str] = set()
-    for d in _walk(root):
-        if d.type not in ("declaration", "parameter_declaration"):
-            continue
-        owner = next((a for a in _ancestors(d) if a.type == "function_definition"), None)
-        if owner is not None and owner != func:
-            continue
+    for d, _ in _in_scope_declarations(root, func):
         ty = _text(_field(d, "type"))
         if _UNSIGNED.search(ty) or ty in utypes:
             names.update(_declarator(x)[0] for x in d.children_by_field_name("declarator"))
@@ -229,10 +225,9 @@ def _scalar_kind(ty: str) -> str:
     return "float" if _FLOAT_TYPES.search(ty) else "int" if _INT_TYPES.search(ty) else "other"
 
 
-def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
-    """Globals, then the function's parameters and locals (a later declaration of a name wins; the
-    nest's own locals are resolved separately)."""
-    out: dict[str, Decl] = {}
+def _in_scope_declarations(root: ts.Node, func: ts.Node) -> Iterator[tuple[ts.Node, str]]:
+    """The declarations of the file's globals and of the function's parameters and locals, in file order, each
+    with where it is ('global', 'param', 'local'); a prototype's parameters are none of them."""
     for d in _walk(root):
         if d.type not in ("declaration", "parameter_declaration"):
             continue
@@ -242,6 +237,14 @@ def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
         where = "global" if owner is None else "param" if d.type == "parameter_declaration" else "local"
         if where == "global" and any(a.type == "function_declarator" for a in _ancestors(d)):
             continue  # a prototype's parameter
+        yield d, where
+
+
+def _declarations(root: ts.Node, func: ts.Node) -> dict[str, Decl]:
+    """Globals, then the function's parameters and locals (a later declaration of a name wins; the
+    nest's own locals are resolved separately)."""
+    out: dict[str, Decl] = {}
+    for d, where in _in_scope_declarations(root, func):
         ty = " ".join(_text(c) for c in d.children if c.type in ("primitive_type", "sized_type_specifier",
                                                                    "type_identifier", "type_qualifier"))
         for decl in d.children_by_field_name("declarator"):

@@ -1277,8 +1277,9 @@ class Nest:
         return [s for s in self.stmts if loop in s.loops]
 
     def runs_at_most(self, loop: int, most: int) -> bool | None:
-        """Whether the loop never runs more than `most` iterations each time it is entered (an unroll-and-jam
-        remainder `for (i = n - n % 4; i < n; i++)` runs at most 3), whatever the parameters; None if unknown."""
+        """Whether the loop never runs more than `most` iterations that execute a statement each time it is entered
+        (an unroll-and-jam remainder `for (i = n - n % 4; i < n; i++)` runs at most 3), whatever the parameters;
+        None if unknown. Iterations whose statements are all skipped by an affine `if` do not count."""
         stmts = self.under(loop)
         if not self.known or not stmts:
             return None

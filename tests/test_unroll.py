@@ -219,6 +219,8 @@ def test_parallel_moves_after_unroll_and_jam_are_proven_and_skip_the_remainder()
     # `parallel for` goes where the analysis proves it (gemm's main i loop), not on a loop that carries a dependence
     # (Gauss-Seidel's, which the loop patterns alone used to offer), nor on the remainder's at most 3 rows
     from kernopt.agent.pragmas import pragma_edits
+    from kernopt.agent.tile import tilings
+    from kernopt.agent.wavefront import wavefronts
     from tests.test_deps import GAUSS_SEIDEL
 
     gemm = next(u for u in unroll_jams(GEMM_IKJ) if (u.var, u.factor) == ("i", 4)).source
@@ -227,6 +229,9 @@ def test_parallel_moves_after_unroll_and_jam_are_proven_and_skip_the_remainder()
     assert not any("parallel for" in idea and "i loop (line 10)" in idea for idea in ideas), ideas  # the remainder
     for u in unroll_jams(GAUSS_SEIDEL):
         assert not any("parallel for" in idea for _, _, idea, _ in pragma_edits(u.source)), u.source
+        # nor a wavefront, tiling or unroll-and-jam of the remainder's band (at fd0d33b the tuner spent evaluations on
+        # block wavefronts of it; the main loop's `i += 4` is outside the code generation)
+        assert wavefronts(u.source) == [] and tilings(u.source) == [] and unroll_jams(u.source) == []
 
 
 def test_locals_in_the_body_are_renamed_in_the_copies() -> None:

@@ -57,6 +57,9 @@ _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
 _NOT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}  # a comparison's negation
 
 Poly = dict[tuple[str, ...], int]  # monomial (sorted names) -> coefficient; () is the constant
+# A loop that never runs more iterations than this a time (runs_at_most) is worth no loop move: an unroll-and-jam
+# remainder by 4 runs at most 3, and a parallel for, a tiling or a wavefront over it splits nothing
+FEW = 3
 
 
 class Unknown(Exception):

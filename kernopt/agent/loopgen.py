@@ -15,7 +15,7 @@ from dataclasses import dataclass
 import tree_sitter as ts
 
 from kernopt.agent.cloops import Loop, _field, _names, _text, _walk, analyze
-from kernopt.agent.deps import Access, Band, Nest, Poly, nests
+from kernopt.agent.deps import FEW, Access, Band, Nest, Poly, nests
 from kernopt.agent.permute import _header_end, _rectangular, _references, access_stride
 
 _UNSIGNED = re.compile(r"\b(unsigned|size_t|uint\w*_t|uintptr_t)\b")
@@ -81,12 +81,15 @@ def _type_of(decl: ts.Node) -> str:
 
 def usable_band(nest: Nest, band: Band, fixed_starts: set[int]) -> list[Header] | None:
     """The band's headers when code generation handles it: at least two loops, the last one innermost,
-    rectangular, every loop counting up by one, none part of a collapse(k) nest. None otherwise
-    (triangular bands are analysed by deps.py but not transformed here)."""
+    rectangular, every loop counting up by one and able to run more than FEW iterations (not an unroll-and-jam
+    remainder), none part of a collapse(k) nest. None otherwise (triangular bands are analysed by deps.py but not
+    transformed here)."""
     loops = [nest.loops[i] for i in band.loops]
     if len(loops) < 2 or any(w.type == "for_statement" for w in _walk(_field(loops[-1].node, "body"))):
         return None
     if not _rectangular(nest, band) or any(lp.node.start_byte in fixed_starts for lp in loops):
+        return None
+    if any(nest.runs_at_most(i, FEW) for i in band.loops):  # an unroll-and-jam remainder's few rows
         return None
     heads = [header(nest, i) for i in band.loops]
     if any(h is None for h in heads):

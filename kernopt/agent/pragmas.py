@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 import tree_sitter as ts
 
 from kernopt.agent.cloops import Loop, _ancestors, _field, _text, _walk, analyze, insert_pragma, parse, rewrite_pragma
-from kernopt.agent.deps import declared_names, nests
+from kernopt.agent.deps import FEW, declared_names, nests
 
 
 def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = frozenset(),
@@ -206,8 +206,6 @@ class Verdicts:
     no_collapse: set[int] = field(default_factory=set)
     few: set[int] = field(default_factory=set)
 
-
-FEW = 3  # the largest unroll-and-jam remainder (factor 4)
 
 
 def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:

@@ -110,13 +110,14 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         search = get_search(config.search, policy, evaluate, hooks, value=value)
         best = search.run(state)
         best, final, refuted = confirm_best(best, state.history, store, evaluator, hooks)
-        build = evaluator.how_built(best[0] if best is not None and final is not None else base)
         if best is not None and final is not None:
-            store.write_best(best[0], final, build)
+            winner, verdict = best[0], final
         else:
             why = ("no candidate's speedup held up on re-measurement" if refuted else
                    "no candidate was significantly faster")
-            store.write_best(base, EvalResult(candidate_id=base.id, status="ok", reason=why), build)
+            winner, verdict = base, EvalResult(candidate_id=base.id, status="ok", reason=why)
+        build = evaluator.how_built(winner)
+        store.write_best(winner, verdict, build)
         summary = make_summary(store, task, config, state.history, best, final, time.monotonic() - started)
         if build:  # the compile line of best/BUILD, for the summary
             summary["best_build"] = build.splitlines()[1]

@@ -399,6 +399,13 @@ def _wide(ty: str) -> bool:
     return bool(_WIDE.fullmatch(ty)) or ty in ("size_t", "unsigned long", "unsigned long long", "uint64_t", "uintptr_t")
 
 
+def _unparen(node: ts.Node | None) -> ts.Node | None:
+    """The expression inside any parentheses around it."""
+    while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
+        node = node.named_children[0]
+    return node
+
+
 def _names_in(node: ts.Node) -> set[str]:
     return {_text(n) for n in _walk(node) if n.type == "identifier"}
 
@@ -647,8 +654,7 @@ class _Builder:
         if derivs != ("*",) or d.type != "init_declarator":
             return None
         value = _field(d, "value")
-        while value is not None and value.type == "parenthesized_expression" and value.named_child_count == 1:
-            value = value.named_children[0]
+        value = _unparen(value)
         base, offset = value, None
         if value is not None and value.type == "binary_expression" and _text(_field(value, "operator")) == "+":
             left, right = _field(value, "left"), _field(value, "right")
@@ -697,8 +703,7 @@ class _Builder:
         """A conjunction of affine comparisons as isl constraints, or Unknown, so the branch is taken as maybe
         running. Unknown too where unsigned arithmetic enters: a subtraction may wrap on purpose (`if (i - 1 >= n)`
         at i = 0), and a comparison with an unsigned value converts the other side (`4u < n` holds for n = -1)."""
-        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-            node = node.named_children[0]
+        node = _unparen(node)
         if node is not None and self.unsigned(node):
             raise Unknown("unsigned values in a condition")
         op = _text(_field(node, "operator"))
@@ -711,15 +716,13 @@ class _Builder:
     def _limit(self, v: str, op: str, node: ts.Node | None, loop_vars: set[str]) -> str:
         """`v op E` for a loop's start or bound E as an isl constraint. E may choose by one affine comparison (a tile's
         point loop, `i < (ii + 32 < n ? ii + 32 : n)`): `(c and v op x) or (not c and v op y)`, exactly."""
-        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-            node = node.named_children[0]
+        node = _unparen(node)
         if node is None or node.type != "conditional_expression":
             return f"{v} {op} {self.affine(node, loop_vars)}"
         if self.unsigned(node):  # `(m < n ? m : n)` with n unsigned compares, and is, unsigned
             raise Unknown(f"`{_text(node)}`: a conditional bound on unsigned values")
         test = _field(node, "condition")
-        while test is not None and test.type == "parenthesized_expression" and test.named_child_count == 1:
-            test = test.named_children[0]
+        test = _unparen(test)
         cmp = _text(_field(test, "operator")) if test is not None else ""
         if test is None or test.type != "binary_expression" or cmp not in _NOT:
             raise Unknown(f"`{_text(node)}`: a conditional bound that does not test one comparison")
@@ -1015,8 +1018,7 @@ class _Builder:
         return decl
 
     def _target(self, node: ts.Node | None, loop_vars: set[str], loops: tuple[int, ...], out: list[Access], read: bool) -> None:
-        while node is not None and node.type == "parenthesized_expression" and node.named_child_count == 1:
-            node = node.named_children[0]
+        node = _unparen(node)
         if node is not None and node.type == "identifier":
             name = _text(node)
             if name in loop_vars:

@@ -207,7 +207,6 @@ class Verdicts:
     few: set[int] = field(default_factory=set)
 
 
-
 def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
     """The analysis of `analysed` (the loops' source with its macros expanded, line for line), matched to the loops
     by line, variable and depth (two loops on one line stay apart; an ambiguous match gets no verdict)."""

@@ -102,20 +102,29 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def _base_flags(self) -> list[str]:
         return [*self.task.build.cflags, *(["-fopenmp"] if self.task.uses_openmp else [])]
 
+    def chosen_toolchain(self, candidate: Candidate) -> Toolchain | None:
+        """The toolchain a candidate asks for (`toolchain = "polly"`), None for the task's compiler."""
+        return polly_toolchain(self.task.language) if candidate.toolchain == "polly" else None
+
     def kernel_command(self, candidate: Candidate, toolchain: Toolchain | None = None) -> list[str]:
         """The compile of the candidate's kernel object (run in a directory holding the kernel file)."""
         tc = toolchain or Toolchain(self.task.compiler)
         return [tc.compiler, *self._base_flags(), *tc.cflags, *candidate.cflags, *candidate.define_flags, "-c",
                 Path(self.task.kernel).name, "-o", "kernel.o"]
 
+    def link_command(self, toolchain: Toolchain | None = None) -> list[str]:
+        """The link of the trusted driver and harness objects with the kernel object into `prog`."""
+        tc = toolchain or Toolchain(self.task.compiler)
+        return [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags,
+                *tc.ldflags, *self.link_flags, "-o", "prog"]
+
     def how_built(self, candidate: Candidate) -> str:
-        """best/BUILD: the kernel object's compile as the evaluation ran it, what the link adds, and the
-        environment and command the timed program ran with (its driver and harness are kernopt's)."""
-        tc = polly_toolchain(self.task.language) if candidate.toolchain == "polly" else None
-        link = [*self.task.build.ldflags, *(tc.ldflags if tc else ())]
+        """best/BUILD: the kernel object's compile and the link as the evaluation ran them, and the environment
+        and command the timed program ran with (its driver and harness are kernopt's)."""
+        tc = self.chosen_toolchain(candidate)
         command, env = self._launch(self._binary(Path("prog"), candidate))
         lines = [f"# {self.task.name}: how kernopt compiled this kernel and ran the timed program", shlex.join(self.kernel_command(candidate, tc)),
-                 f"# linked with {shlex.join([self.task.compiler, *self._base_flags(), *link])} (kernopt's driver and the task's harness)",
+                 f"# linked with kernopt's driver and the task's harness: {shlex.join(self.link_command(tc))}",
                  f"# ran as: {' '.join(f'{k}={shlex.quote(v)}' for k, v in env.items())} {shlex.join(command)}"]
         return "\n".join(lines) + "\n"
 
@@ -157,9 +166,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
         dir, build log). Raises EvalFail. Only the compiler and binutils run here, never the candidate's code,
         so one step is as safe as three (and a container step costs ~0.1 s). A candidate with `toolchain =
         "polly"` is compiled by polly_toolchain(): see build_with's `chosen`."""
-        if candidate.toolchain == "polly":
-            return self.build_with(candidate, polly_toolchain(self.task.language), chosen=True)
-        return self.build_with(candidate, None)
+        tc = self.chosen_toolchain(candidate)
+        return self.build_with(candidate, tc, chosen=tc is not None)
 
     def build_with(self, candidate: Candidate, toolchain: Toolchain | None, chosen: bool = False) -> tuple[Path, str]:
         """build(), with the kernel object compiled by `toolchain` (see Toolchain) when one is given;
@@ -180,8 +188,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         try:
             tc = toolchain or Toolchain(self.task.compiler)
             cc = self.kernel_command(candidate, tc)
-            link = [self.task.compiler, *self._base_flags(), "driver.o", "harness.o", "kernel.o", *self.task.build.ldflags, *tc.ldflags,
-                    *self.link_flags, "-o", "prog"]
+            link = self.link_command(tc)
             own = ""
             if chosen:  # the same compile without Polly, its symbols kept (see above); it takes ~0.1 s, not Polly's ~23 s
                 serial = [f for k, f in enumerate(cc)

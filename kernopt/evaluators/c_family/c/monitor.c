@@ -15,7 +15,10 @@
  * with the host's nonce. The measured program's stdout and stderr go to this process's stderr.
  * It makes itself non-dumpable, so a process of the same user cannot ptrace it or read its memory.
  *
- * usage: monitor PLAN -- COMMAND [ARGS...]
+ * usage: monitor PLAN [--report FILE] -- COMMAND [ARGS...]
+ * --report (the race check's ThreadSanitizer runs): FILE is created (it must not exist) and handed to the
+ * measured program as descriptor KO_REPORT_FD, where the sanitizer writes its reports; nothing else of
+ * the program's output reaches it, though the kernel can write to it too (the host validates it).
  * PLAN lines: "kernopt-plan NONCE POST" (POST 1: MPI and CUDA programs, which finish each call after
  * "done" with a "post" step: checks on every rank, downloads from the device), then "size N" (set up size N) and "call SEED RECORD" (one call;
  * RECORD 1: write its outputs to o_<index>.bin, 0: a warm-up whose outputs are not kept).
@@ -355,8 +358,14 @@ static uint64_t secret(void) {
 }
 
 int main(int argc, char **argv) {
-    if (argc < 4 || strcmp(argv[2], "--")) {
-        fprintf(stderr, "usage: monitor PLAN -- COMMAND [ARGS...]\n");
+    const char *report = NULL;
+    int cmd = 3;
+    if (argc >= 6 && !strcmp(argv[2], "--report")) {
+        report = argv[3];
+        cmd = 5;
+    }
+    if (argc < cmd + 1 || strcmp(argv[cmd - 1], "--")) {
+        fprintf(stderr, "usage: monitor PLAN [--report FILE] -- COMMAND [ARGS...]\n");
         return 2;
     }
     prctl(PR_SET_DUMPABLE, 0, 0, 0, 0);
@@ -379,8 +388,15 @@ int main(int argc, char **argv) {
         int devnull = open("/dev/null", O_RDONLY);
         if (devnull >= 0) dup2(devnull, 0);
         dup2(2, 1);  /* the measured program never writes this process's stdout */
-        execvp(argv[3], argv + 3);
-        fprintf(stderr, "kernopt monitor: cannot run %s: %s\n", argv[3], strerror(errno));
+        if (report) {
+            int fd = open(report, O_WRONLY | O_CREAT | O_EXCL | O_APPEND | O_NOFOLLOW, 0600);
+            if (fd < 0 || (fd != KO_REPORT_FD && (dup2(fd, KO_REPORT_FD) < 0 || close(fd)))) {
+                fprintf(stderr, "kernopt monitor: cannot create the report file: %s\n", strerror(errno));
+                _exit(127);
+            }
+        }
+        execvp(argv[cmd], argv + cmd);
+        fprintf(stderr, "kernopt monitor: cannot run %s: %s\n", argv[cmd], strerror(errno));
         _exit(127);
     }
     int64_t n = -1;

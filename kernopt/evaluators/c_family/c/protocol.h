@@ -15,6 +15,9 @@
 #define KO_ACK_FIFO "ko.ack"
 #define KO_MAX_RANKS 64
 #define KO_NAME_LEN 32
+/* The race check's ThreadSanitizer build writes its reports here: a file the monitor opened for it
+ * (monitor --report FILE); the filter keeps the kernel from closing or replacing it (seccomp.h). */
+#define KO_REPORT_FD 3
 
 enum { KO_OP_SETUP = 1, KO_OP_FILL = 2, KO_OP_GO = 3, KO_OP_POST = 4, KO_OP_QUIT = 5 };
 enum { KO_ACK_SETUP = 11, KO_ACK_READY = 12, KO_ACK_DONE = 13, KO_ACK_POSTED = 14 };

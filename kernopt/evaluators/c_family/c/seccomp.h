@@ -6,14 +6,18 @@
  * trace, signal or write into other processes, or set up io_uring (which would bypass the filter).
  *
  * Everywhere but under CUDA: no executable memory is mapped after set-up (W^X).
- * strict = 1 (serial and OpenMP programs): an allow-list. Threads, memory, futexes, clocks, sleeps
+ * KO_CONFINE_STRICT (serial and OpenMP programs): an allow-list. Threads, memory, futexes, clocks, sleeps
  *   and I/O on descriptors already open pass; opening files fails with EACCES; the system calls
  *   that only an attack makes kill the process (SIGSYS: the evaluator reports it); anything else
  *   fails with EPERM.
- * strict = 0 (MPI, CUDA: their runtimes use system calls of their own, shared-memory copies between
- *   ranks, device files, their daemons' sockets): a deny-list of the same attack system calls;
+ * KO_CONFINE_SANITIZER (the race check's ThreadSanitizer build of an OpenMP program): the strict
+ *   allow-list plus the few calls the sanitizer's runtime makes while it runs (measured: docs/verification.md,
+ *   "Every run of candidate code"); its report descriptor (KO_REPORT_FD) cannot be closed or replaced.
+ * KO_CONFINE_RUNTIME (MPI, CUDA: their runtimes use system calls of their own, shared-memory copies
+ *   between ranks, device files, their daemons' sockets): a deny-list of the same attack system calls;
  *   sockets only AF_UNIX; under MPI opening files fails too (the shared-memory segments of every
- *   peer are attached before the filter: driver.c's warm-up exchange). CUDA may open device files.
+ *   peer are attached before the filter: driver.c's warm-up exchange), and the single-copy transport's
+ *   process_vm_readv/writev reach only the job's ranks (`peers`), never mpirun. CUDA may open device files.
  */
 #ifndef KERNOPT_SECCOMP_H
 #define KERNOPT_SECCOMP_H
@@ -44,7 +48,12 @@
 #define KO_ALLOW SECCOMP_RET_ALLOW
 #define KO_ERRNO(e) (SECCOMP_RET_ERRNO | ((e) & SECCOMP_RET_DATA))
 
-static void ko_confine(int strict) {
+#define KO_CONFINE_RUNTIME 0
+#define KO_CONFINE_STRICT 1
+#define KO_CONFINE_SANITIZER 2
+
+static void ko_confine(int mode, const int32_t *peers, int npeers) {
+    const int strict = mode != KO_CONFINE_RUNTIME;
 #ifdef KO_AUDIT_ARCH
     const unsigned pid = (unsigned)getpid();
     struct sock_filter f[512];
@@ -76,8 +85,31 @@ static void ko_confine(int strict) {
     ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_socket, 0, 4),
         BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0),
         BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, AF_UNIX, 0, 1), KO_RET(strict ? KO_KILL : KO_ALLOW), KO_RET(KO_KILL));
-    /* Open MPI's shared-memory transport copies between ranks with process_vm_readv/writev. */
-    if (!strict) ADD(KO_IS(SYS_process_vm_readv, KO_ALLOW), KO_IS(SYS_process_vm_writev, KO_ALLOW));
+    /* Open MPI's shared-memory transport copies between ranks with process_vm_readv/writev: to the
+     * job's ranks only (mpirun is a process of the same user, unfiltered and never measured). */
+    if (peers) {
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_readv, 1, 0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_process_vm_writev, 0, (unsigned char)(npeers + 3)),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0));
+        for (int i = 0; i < npeers; i++) ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)peers[i], (unsigned char)(npeers - i), 0));
+        ADD(KO_RET(KO_ERRNO(EPERM)), KO_RET(KO_ALLOW), BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_NR));
+    }
+    if (mode == KO_CONFINE_SANITIZER) {
+        /* The sanitizer's report descriptor stays open and stays what the monitor made it. */
+        ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, SYS_close, 0, 4),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_ARG0),
+            BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, KO_REPORT_FD, 0, 1), KO_RET(KO_ERRNO(EPERM)),
+            BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_NR));
+        static const long dups[] = {SYS_dup2, SYS_dup3};
+        for (unsigned i = 0; i < sizeof dups / sizeof dups[0]; i++)
+            ADD(BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, (unsigned)dups[i], 0, 4),
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, args[1])),
+                BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, KO_REPORT_FD, 0, 1), KO_RET(KO_ERRNO(EPERM)),
+                BPF_STMT(BPF_LD | BPF_W | BPF_ABS, KO_NR));
+#ifdef SYS_close_range
+        ADD(KO_IS(SYS_close_range, KO_ERRNO(EPERM)));
+#endif
+    }
     /* W^X after set-up: no new executable memory, so a kernel cannot patch the driver's or the
      * harness's code (say, to compute in the untimed fill). CUDA's runtime may map code; MPI's is loaded. */
 #ifndef KO_CUDA

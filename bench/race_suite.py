@@ -40,6 +40,7 @@ from kernopt.evaluators.base import EvalFail  # noqa: E402
 from kernopt.evaluators.c_family import race  # noqa: E402
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator  # noqa: E402
 from kernopt.sandbox import get_sandbox  # noqa: E402
+from kernopt.sandbox.tree import remove_tree  # noqa: E402
 from kernopt.task import load_task  # noqa: E402
 
 SUITE = REPO / "tests" / "race_suite"
@@ -89,12 +90,12 @@ def nm_of(ev: CFamilyEvaluator, cand: Candidate) -> str:
     try:
         return (prog.parent / "nm.txt").read_text()
     finally:
-        import shutil
-
-        shutil.rmtree(prog.parent, ignore_errors=True)
+        remove_tree(prog.parent)
 
 
-def gate(ev: CountingEvaluator, kernels: list[Kernel], repeat: int) -> dict[str, Outcome]:
+def gate(ev: CountingEvaluator, kernels: list[Kernel], repeat: int, dynamic_only: bool = False) -> dict[str, Outcome]:
+    """The race gate on every kernel, `repeat` times: race.check (static, then the sanitizer), or with
+    `dynamic_only` the sanitizer's runs alone (race.dynamic), as the gate was before the static check."""
     out: dict[str, Outcome] = {}
     for rep in range(repeat):
         for k in kernels:
@@ -108,7 +109,10 @@ def gate(ev: CountingEvaluator, kernels: list[Kernel], repeat: int) -> dict[str,
                 continue
             ev.runs = 0
             t0 = time.monotonic()
-            verdict, detail = race.check(ev, cand, nm)
+            if dynamic_only:
+                verdict, detail = race.dynamic(ev, cand, race.preprocess(ev, cand))
+            else:
+                verdict, detail = race.check(ev, cand, nm)
             o.seconds.append(time.monotonic() - t0)
             o.runs.append(ev.runs)
             o.verdicts.append(verdict)
@@ -135,6 +139,9 @@ def report_gate(kernels: list[Kernel], out: dict[str, Outcome], plan_of: list[tu
     found = {k.name: [v == "race" for v in out[k.name].verdicts] for k in scored}
     s = score(scored, found)
     unavailable = sum(v == "unavailable" for k in scored for v in out[k.name].verdicts)
+    verdicts = {(k.racy, v) for k in scored for v in out[k.name].verdicts}
+    tally = {f"{'racy' if r else 'race-free'} {v}": sum(v2 == v for k in scored if k.racy == r for v2 in out[k.name].verdicts)
+             for r, v in sorted(verdicts)}
     all_s = [x for k in scored for x in out[k.name].seconds]
     all_runs = [x for k in scored for x in out[k.name].runs]
     clean_s = [x for k in scored if not k.racy for x in out[k.name].seconds]
@@ -152,6 +159,8 @@ def report_gate(kernels: list[Kernel], out: dict[str, Outcome], plan_of: list[tu
         print(f"  not race-checked: {k.name} ({'racy' if k.racy else 'race-free'}): {out[k.name].details[0][:140]}")
     print(f"precision {s['precision']:.2f}  recall {s['recall']:.2f} ({s['true_positives']}/{s['racy_passes']} racy passes)  "
           f"false positives {s['false_positives']}  unavailable {unavailable}")
+    print("verdicts: " + ", ".join(f"{k} {n}" for k, n in tally.items()))
+    print(f"racy kernels that passed (clean): {tally.get('racy clean', 0)}")
     print(f"race-free evaluations with reports on memory the OpenMP runtime allocated (not counted): {filtered} of "
           f"{sum(len(out[k.name].verdicts) for k in scored if not k.racy)}")
     print(f"cost per candidate: {sum(all_runs) / len(all_runs):.2f} runs, {sum(all_s) / len(all_s):.1f} s "
@@ -165,7 +174,8 @@ def report_gate(kernels: list[Kernel], out: dict[str, Outcome], plan_of: list[tu
         if k.construct:
             print(f"{k.construct}: {k.name}: {', '.join(out[k.name].verdicts)} — {out[k.name].details[0][:120]}")
     return {"config": {"plan": plan_of, "tsan_options": race.TSAN_OPTIONS},
-            **s, "unavailable": unavailable, "runtime_memory_filtered": filtered, "runs_per_candidate": sum(all_runs) / len(all_runs),
+            **s, "unavailable": unavailable, "verdicts": tally, "runtime_memory_filtered": filtered,
+            "runs_per_candidate": sum(all_runs) / len(all_runs),
             "seconds_per_candidate": sum(all_s) / len(all_s), "missed": missed, "flagged": flagged,
             "refused_by_build": [k.name for k in refused],
             "kernels": {k.name: {"racy": k.racy, "shape": k.shape, "construct": k.construct, **out[k.name].__dict__} for k in kernels}}
@@ -182,9 +192,9 @@ def matrix(ev: CFamilyEvaluator, kernels: list[Kernel], threads: list[int], repe
         t0 = time.monotonic()
         source = race.preprocess(ev, cand)
         for opt in ("-O1", "-O0"):
-            with race.sanitizer_binary(ev, cand, opt, source) as exe:
+            with race.sanitizer_binary(ev, cand, opt, source) as prog:
                 for t, _ in itertools.product(threads, range(repeat)):
-                    j, _ = race.sanitizer_run(ev, exe, t, [secrets.randbits(62), secrets.randbits(62)])
+                    j, _ = race.sanitizer_run(ev, prog, t, [secrets.randbits(62), secrets.randbits(62)], source)
                     row.setdefault(f"{opt}@{t}", []).append(bool(j.races))
         line = " ".join(f"{s}:{sum(v)}/{len(v)}" for s, v in row.items())
         print(f"  {'racy ' if k.racy else 'clean'} {k.name:<40} {line}  ({time.monotonic() - t0:.0f}s)", flush=True)
@@ -213,6 +223,7 @@ def main() -> int:
     ap.add_argument("--sandbox", default="local", help="local | docker")
     ap.add_argument("--matrix", help="Explore: thread counts to run both builds at, e.g. 2,3,4,8,16.")
     ap.add_argument("--json", type=Path, help="Write the results here.")
+    ap.add_argument("--dynamic-only", action="store_true", help="The sanitizer's runs alone, without the static check.")
     args = ap.parse_args()
     kernels = manifest(args.filter)
     task = load_task(SUITE / "task")
@@ -227,7 +238,7 @@ def main() -> int:
                     result = matrix(ev, kernels, [int(t) for t in args.matrix.split(",")], args.repeat)
                 else:
                     plan_of = race.race_plan(ev, Candidate(files={}))
-                    result = report_gate(kernels, gate(ev, kernels, args.repeat), plan_of)
+                    result = report_gate(kernels, gate(ev, kernels, args.repeat, args.dynamic_only), plan_of)
         finally:
             ev.close()
     if args.json:

@@ -13,7 +13,6 @@ baseline takes a measurable time at the timing shape.
 
 from __future__ import annotations
 
-import shutil
 import tempfile
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -28,6 +27,7 @@ from kernopt.evaluators.base import Binary
 from kernopt.evaluators.c_family.compare import compare, load_outputs
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.sandbox import Sandbox
+from kernopt.sandbox.tree import remove_tree
 from kernopt.task import AnyTask, Task, TorchTask
 
 if TYPE_CHECKING:
@@ -112,12 +112,12 @@ def _check(task: Task, ev: CFamilyEvaluator, progress: Callable[[str], None]) ->
         else:
             detail = f"baseline fails at {k} threads/ranks: exit {r2.returncode}"
         checks.append(Check("deterministic", ok, detail))
-        shutil.rmtree(d2, ignore_errors=True)
-    shutil.rmtree(d, ignore_errors=True)
+        remove_tree(d2)
+    remove_tree(d)
     progress(f"timing the baseline at n={task.sizes.timing}")
     run, d, r = ev.run_driver(Binary(base, task.timing.threads, task.timing.ranks, None), [task.sizes.timing],
                               [1, 2], True, task.timing.timeout_s, warmup=1, reps=2)
-    shutil.rmtree(d, ignore_errors=True)
+    remove_tree(d)
     if not (r.ok and run.complete):
         checks.append(Check("timing", False, f"baseline at timing size {task.sizes.timing} failed "
                             f"({'timed out' if r.timed_out else f'exit {r.returncode}'})"))
@@ -236,7 +236,7 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
             if all(set(a) == set(arrays[0]) and all(np.array_equal(arrays[0][k], a[k]) for k in a) for a in arrays[1:]):
                 constant.append(describe_shape(s))
     finally:
-        shutil.rmtree(d, ignore_errors=True)
+        remove_tree(d)
     checks.append(Check("finite", not nonfinite,
                         "all reference outputs finite" if not nonfinite else f"non-finite reference output at {nonfinite[0]}"))
     # A degenerate shape may have one answer (layer norm over one element); the largest shape may not.
@@ -266,9 +266,9 @@ def _check_torch(task: TorchTask, ev: TorchEvaluator, progress: Callable[[str], 
     job = {"shape": dict(task.shapes.timing), "init_seed": 1, "seeds": list(range(1, 8)), "rotate": 2, "warmup": 2, "reps": 5,
            "flush_l2": True, "flush_bytes": max(256 << 20, 4 * dev.l2_bytes)}
     run, d, r = ev.run_role("baseline", "time", job, task.timing.timeout_s, source=source, ext=ext)
-    shutil.rmtree(d, ignore_errors=True)
+    remove_tree(d)
     if ext is not None:
-        shutil.rmtree(ext.parent, ignore_errors=True)
+        remove_tree(ext.parent)
     if not (r.ok and run.complete and run.timed_s()):
         why = run.error["error"] if run.error else ("timed out" if r.timed_out else f"exit {r.returncode}")
         checks.append(Check("timing", False, f"baseline fails at the timing shape: {why}"))

@@ -35,8 +35,13 @@ SIGNIFICANCE: dict[str, str] = {
 
 # Verification.race_check
 RACE: dict[str, str] = {
-    "clean": "the race detector ran the kernel at every checked thread count and found no data race",
-    "race": "the race detector found a data race: the candidate is rejected",
+    "clean": "the static race check proved the kernel's parallel regions race-free from its source, and the race "
+             "detector ran it at every checked thread count and found no data race",
+    "race": "the static race check or the race detector found a data race: the candidate is rejected",
+    "forged": "the race detector's report file held text the detector does not write (the kernel wrote to it): "
+              "the candidate is rejected",
+    "unproven": "the static race check could not prove the kernel race-free, and a clean detector run alone is no "
+                "proof (a kernel can behave differently when instrumented): the candidate is rejected",
     "unavailable": "the race detector could not run on this kernel (it crashed or was refused), so the candidate "
                    "is rejected: it cannot be shown race-free",
     "skipped": "the kernel makes no OpenMP runtime calls: there is nothing to race-check",

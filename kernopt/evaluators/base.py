@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import re
 import secrets
 import signal
 import uuid
@@ -37,6 +38,22 @@ def new_seed() -> int:
 def tail(text: str, lines: int = 25) -> str:
     """The last `lines` lines of a command's output."""
     return "\n".join(text.strip().splitlines()[-lines:])
+
+
+# The one-line messages of kernopt's own driver and monitor, in plain characters: the only part of a candidate
+# process's output a log keeps (program_messages).
+_PROGRAM_MESSAGE = re.compile(r"^kernopt (?:driver|monitor): [\w ,.:;()'/=+-]{1,200}$")
+
+
+def program_messages(output: str, limit: int = 5) -> str:
+    """What a log keeps of the output of a process that ran candidate code: kernopt's driver's and monitor's
+    one-line messages of a fixed shape (the last `limit`), and how many bytes of the rest were not copied.
+    Never the rest: every byte such a process writes is the candidate's to forge, and it could carry
+    anything the process could read."""
+    kept = [ln for ln in output.splitlines() if _PROGRAM_MESSAGE.match(ln)][-limit:]
+    other = len(output.encode(errors="replace")) - sum(len(ln) + 1 for ln in kept)
+    note = f"(the program's own output, {other} bytes, is not shown: a candidate's output is never copied)" if other > 0 else ""
+    return "\n".join([*kept, note] if note else kept)
 
 
 def describe_exit(r: ExecResult) -> str:
@@ -136,6 +153,11 @@ class SandboxedEvaluator:
         d.mkdir(parents=True)
         os.chmod(d, 0o755)
         return d
+
+
+# Full RELRO for every linked C-family program (the measured one and the race check's): its GOT is read-only
+# before main(), so a kernel cannot re-point the calls of kernopt's driver.
+RELRO = ["-Wl,-z,relro,-z,now"]
 
 
 @dataclass

@@ -30,6 +30,7 @@ from kernopt.evaluators.c_family.nvcc import describe_resources, parse_ptxas
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.evaluators.result import EvalResult, KernelResources, Verification
 from kernopt.sandbox import ExecResult, Sandbox
+from kernopt.sandbox.tree import remove_tree
 from kernopt.task import Task
 
 NO_GPU = "none (compiled only)"
@@ -79,7 +80,7 @@ class CudaCEvaluator(CFamilyEvaluator):
                 try:
                     r = self.run_step(["sh", "-c", _PROBE], d, 60.0)
                 finally:
-                    shutil.rmtree(d, ignore_errors=True)
+                    remove_tree(d)
                 self._gpu = parse_gpu_query(r.stdout, self.task.build.arch) if r.ok else None
         return self._gpu
 
@@ -126,7 +127,7 @@ class CudaCEvaluator(CFamilyEvaluator):
                 raise EvalFail("rejected", why)
             prog, _log = self.build(candidate)
             if not self.config.keep_workdirs:
-                shutil.rmtree(prog.parent, ignore_errors=True)
+                remove_tree(prog.parent)
         except EvalFail as f:
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s={"build": time.monotonic() - t}, resources=self._resources)

@@ -27,12 +27,22 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError, TaskBuildError, ToolMissing
 from kernopt.evaluators import stats
-from kernopt.evaluators.base import Binary, EvalFail, SandboxedEvaluator, describe_exit, first_error, tail
+from kernopt.evaluators.base import (
+    RELRO,
+    Binary,
+    EvalFail,
+    SandboxedEvaluator,
+    describe_exit,
+    first_error,
+    program_messages,
+    tail,
+)
 from kernopt.evaluators.c_family import optinfo, race
 from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
 from kernopt.evaluators.c_family.static_gate import check_object, check_source, own_split_calls
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
 from kernopt.sandbox import ExecResult, Sandbox
+from kernopt.sandbox.tree import remove_tree
 from kernopt.task import Task
 
 if TYPE_CHECKING:
@@ -43,8 +53,6 @@ _LINK_MARK = "kernopt-build: linking"
 _OWN_SYMBOLS = "nm.own.txt"  # a chosen toolchain's build: the symbols of the kernel compiled without its parallel loops
 # The measured program's own files: the driver's headers and the monitor, compiled apart from it.
 TRUSTED_SOURCES = ("driver.c", "kernopt.h", "protocol.h", "seccomp.h", "monitor.c")
-# Full RELRO: the measured program's GOT is read-only before main() (a kernel cannot re-point calls).
-RELRO = ["-Wl,-z,relro,-z,now"]
 
 
 @dataclass(frozen=True)
@@ -97,6 +105,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
         self._baseline: Path | None = None
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
         self._reports: dict[str, str] = {}  # candidate id -> its compiler report (optinfo.py), from its latest build
+
+    def tool_dirs(self) -> list[str]:
+        """The race check's clang, when configured by absolute path (eval.race_compiler = /opt/llvm/bin/clang):
+        the local sandbox shows a step only the directories it is told of."""
+        rc = self.config.race_compiler
+        return [os.path.dirname(rc)] if os.path.isabs(rc) else []
 
     # ---------------------------------------------------------------- building
     def _base_flags(self) -> list[str]:
@@ -157,7 +171,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             out_dir = self.new_dir("trusted-obj")
             for name in ("driver.o", "harness.o", "monitor"):
                 shutil.copy(d / name, out_dir / name)
-            shutil.rmtree(d, ignore_errors=True)
+            remove_tree(d)
             self._trusted = out_dir
         return self._trusted
 
@@ -240,7 +254,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             return bin_dir / "prog", log
         finally:
             if not self.config.keep_workdirs:
-                shutil.rmtree(d, ignore_errors=True)
+                remove_tree(d)
 
     def baseline_binary(self) -> Path:
         if self._baseline is None:
@@ -271,13 +285,14 @@ class CFamilyEvaluator(SandboxedEvaluator):
 
     def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
                    warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
-                   memory_mb: int | None = -1) -> tuple[DriverRun, Path, ExecResult]:
+                   memory_mb: int | None = -1, report: str | None = None) -> tuple[DriverRun, Path, ExecResult]:
         """Run the program under the monitor once, in a fresh directory; returns the parsed report, the
         directory (the outputs lie there as o_<call>.bin) and the exec result.
 
         The plan says which calls to make: every seed at every size, or (timing) `warmup` calls whose
         outputs are not kept and then `reps` kept ones at the one size, call i with seeds[i] (the
-        caller passes fresh seeds: reused seeds let a kernel replay cached answers)."""
+        caller passes fresh seeds: reused seeds let a kernel replay cached answers). `report`: a file the
+        monitor creates in the directory for the sanitizer's reports (the race check's runs)."""
         d = self.new_dir("run")
         # Everything the command needs is in its own directory, named relative to it: a sandbox may
         # run it on another filesystem (a container's), and no run needs another run's files.
@@ -299,7 +314,8 @@ class CFamilyEvaluator(SandboxedEvaluator):
         if memory_mb == -1 and self.task.limits.memory_mb:  # the task asks for more than the default cap
             memory_mb = max(self.config.memory_mb, self.task.limits.memory_mb)
         try:
-            r = self.run_step(["./monitor", "plan", "--", *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
+            monitor = ["./monitor", "plan", *(["--report", report] if report else []), "--"]
+            r = self.run_step([*monitor, *cmd], d, timeout, {**env, **(extra_env or {})}, memory_mb=memory_mb)
         finally:
             os.chmod(d, 0o700)  # its outputs stay out of reach of every later sandboxed run
         return read_report(r.stdout, nonce), d, r
@@ -307,7 +323,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def _check_run(self, run: DriverRun, r: ExecResult, where: str, timeout: float) -> None:
         if r.timed_out:
             hint = " (deadlock?)" if self.task.uses_mpi else ""
-            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", tail(r.stderr))
+            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}{hint}", program_messages(r.stderr))
         for call in run.calls:
             # the monitor names every input that changed (comma-separated); only the task's scratch inputs may
             changed = [m for m in (call.mutated or "").split(",") if m and m not in self.task.verify.scratch]
@@ -317,7 +333,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             why = run.error or (describe_exit(r) if not r.ok else "exited before the harness finished")
             if "SIGSYS" in why or (self.task.uses_mpi and "exited with code 159" in why):  # mpirun: 128 + SIGSYS
                 why += ": a system call the measured program may not make (see docs/verification.md)"
-            raise EvalFail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", tail(r.stderr))
+            raise EvalFail("runtime_error", f"{why} at {where} after {len(run.calls)} calls", program_messages(r.stderr))
 
     def _compare_dirs(self, run: DriverRun, d: Path, ref: DriverRun, ref_dir: Path, where: str,
                       ver: Verification) -> None:
@@ -415,6 +431,10 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     if ver.race_check == "unavailable":
                         raise EvalFail("rejected", f"race check unavailable: {first}; or opt out with --no-race-check",
                                        ver.race_detail)
+                    if ver.race_check == "forged":
+                        raise EvalFail("rejected", first, ver.race_detail)
+                    if ver.race_check == "unproven":
+                        raise EvalFail("rejected", f"race check: {first}", ver.race_detail)
                 phases["race"] = time.monotonic() - t
             if not timed:  # check_untimed: the caller times it, and owns the binary
                 cleanup.remove(prog.parent)
@@ -441,7 +461,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         finally:
             if not self.config.keep_workdirs:
                 for p in cleanup:
-                    shutil.rmtree(p, ignore_errors=True)
+                    remove_tree(p)
 
     def _doing(self, what: str, candidate: Candidate) -> str:
         """What this evaluation holds the host lock for, as waiters see it: 'timing gemm c0007'."""
@@ -476,13 +496,13 @@ class CFamilyEvaluator(SandboxedEvaluator):
                         self._check_run(run, r, where, timeout)
                         self._compare_dirs(run, d, ref, ref_dir, where, ver)
                     finally:
-                        shutil.rmtree(d, ignore_errors=True)
+                        remove_tree(d)
             if self.task.uses_mpi:
                 ver.ranks = list(counts)
             elif self.task.uses_openmp:
                 ver.threads = list(counts)
         finally:
-            shutil.rmtree(ref_dir, ignore_errors=True)
+            remove_tree(ref_dir)
 
     def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int, label: str = "timing") -> TimingStats:
         """Interleave baseline and candidate processes; every timed output is checked against the baseline's.
@@ -551,7 +571,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 self._compare_dirs(*dirs["cand"], *dirs["base"], f"timed run, round {rnd + 1}", Verification())
             finally:
                 for _, d in dirs.values():
-                    shutil.rmtree(d, ignore_errors=True)
+                    remove_tree(d)
             if why:
                 reruns.append(f"round {rnd + 1}: {why}")
                 if len(reruns) > max_reruns:
@@ -623,7 +643,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
         finally:
             if prog is not None and not self.config.keep_workdirs:
-                shutil.rmtree(prog.parent, ignore_errors=True)
+                remove_tree(prog.parent)
         return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
                           reason=f"re-measured; {timing.describe()}", flags=self.timing_flags(timing),
                           verification=Verification(timed_outputs_checked=True), roofline=self.roofline_for(timing))
@@ -646,4 +666,4 @@ class CFamilyEvaluator(SandboxedEvaluator):
 
     def close(self) -> None:
         if not self.config.keep_workdirs:
-            shutil.rmtree(self.workroot, ignore_errors=True)
+            remove_tree(self.workroot)

@@ -30,7 +30,7 @@ _OTHER = [re.compile(p) for p in (
     rf"^ {{2}}Location is (?:stack|TLS) of {_THREAD}\.$",
     r"^ {2}Location is global '<null>'(?: of size \d+)? at 0x[0-9a-f]+ \(([\w.+-]+|\[[a-z]+\])\+0x[0-9a-f]+\)$",
     r"^ {2}Location is file descriptor \d+ (?:created by|destroyed by) " + _THREAD + r" at:$",
-    rf"^ {{2}}Mutex M\d+ \(0x[0-9a-f]+\) created at:$",
+    r"^ {2}Mutex M\d+ \(0x[0-9a-f]+\) created at:$",
     rf"^ {{2}}Mutex M\d+ acquired here while holding mutex M\d+ in {_THREAD}:$",
     r"^ {2}Cycle in lock order graph: M\d+ \(0x[0-9a-f]+\)(?: => M\d+ \(0x[0-9a-f]+\))+$",
     r"^ {2}Hint: use TSAN_OPTIONS=second_deadlock_stack=1 to get more informative warning message$",

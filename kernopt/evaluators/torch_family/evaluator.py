@@ -34,6 +34,7 @@ from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, 
 from kernopt.evaluators.torch_family import py_gate
 from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
 from kernopt.sandbox import ExecResult, Sandbox
+from kernopt.sandbox.tree import remove_tree
 from kernopt.task import TorchTask
 
 PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the local sandbox runs
@@ -119,7 +120,7 @@ class TorchEvaluator(SandboxedEvaluator):
                 except (json.JSONDecodeError, IndexError):
                     raise InfraError(f"probing torch in the sandbox failed ({describe_exit(r)}): {tail(r.stderr, 3)}") from None
             finally:
-                shutil.rmtree(d, ignore_errors=True)
+                remove_tree(d)
             if "error" in info:
                 raise InfraError(f"torch is not importable by the sandbox's Python ({self.python}): {info['error']}; "
                                  f"install it there or set {PYTHON_ENV}")
@@ -187,7 +188,7 @@ class TorchEvaluator(SandboxedEvaluator):
         if not self.config.keep_workdirs:
             for d in dirs:
                 if d is not None:
-                    shutil.rmtree(d, ignore_errors=True)
+                    remove_tree(d)
 
     # ---------------------------------------------------------------- evaluate
     def evaluate(self, candidate: Candidate) -> EvalResult:
@@ -386,7 +387,7 @@ class TorchEvaluator(SandboxedEvaluator):
 
     def close(self) -> None:
         if not self.config.keep_workdirs:
-            shutil.rmtree(self.workroot, ignore_errors=True)
+            remove_tree(self.workroot)
 
 
 def _syntax(name: str, source: str) -> None:

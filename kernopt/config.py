@@ -27,11 +27,11 @@ class EvalConfig(_Config):
     race_check: bool = Field(True, description="Run the ThreadSanitizer race check on OpenMP candidates. Off "
                              "(--no-race-check), their verdict is `off` and every summary says so; on, a candidate whose "
                              "check cannot run is rejected.")
-    race_static: Literal["require", "advisory"] = Field("require", description="How the static race check's "
-                                                        "\"cannot prove it\" counts: require (the candidate is rejected "
-                                                        "as `unproven`: a clean sanitizer run alone is not proof, since a "
-                                                        "kernel can behave differently when instrumented) or advisory (a "
-                                                        "clean sanitizer run passes, and the verdict says it was not proven).")
+    race_static: Literal["dynamic", "require"] = Field("dynamic", description="A kernel the static race check cannot "
+                                                       "prove race-free: `dynamic` lets a clean sanitizer run decide, "
+                                                       "unless the kernel may store where the sanitizer is blind (libm "
+                                                       "output pointers, calls through pointers or to unknown functions: "
+                                                       "then `unproven`, rejected); `require` rejects it as `unproven`.")
     race_threads: list[int] = Field(default_factory=lambda: [3], description="Thread counts for the -O1 race build.")
     race_threads_o0: list[int] = Field(default_factory=lambda: [8, 16], description="Thread counts for a second race build at -O0.")
     race_compiler: str = Field("clang", description="The clang that builds the ThreadSanitizer binary (e.g. clang-16 where "

@@ -29,7 +29,8 @@ from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail
 from kernopt.evaluators.result import EvalResult
 from kernopt.evaluators.torch_family import evaluator as torch_family
-from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
+from kernopt.evaluators.torch_family.host import INTERPRETER
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Shapes, TorchTask, TorchTiming, load_task
 from tests.conftest import REPO, enterable_tmpdir

@@ -19,7 +19,8 @@ from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail, SandboxedEvaluator
 from kernopt.evaluators.torch_family.compare import fallback_op
-from kernopt.evaluators.torch_family.evaluator import Device, TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
+from kernopt.evaluators.torch_family.host import Device
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, TorchTask, load_task
 from kernopt.task_check import c_timing_check

@@ -134,6 +134,21 @@ def test_missing_clang_rejects(make_ev: EvFactory) -> None:
 
 
 @needs_clang
+def test_require_rejects_what_the_static_check_cannot_prove(make_ev: EvFactory) -> None:
+    """eval.race_static = "require": a race-free kernel the static check cannot prove (c24, a `nowait` whose loops map
+    iterations to threads alike) is `unproven`, rejected, though the sanitizer finds nothing."""
+    ev = make_ev(SUITE / "task", race_static="require")
+    cand = Candidate(files={ev.task.kernel: (SUITE / "kernels" / "c24_nowait_same_mapping.c").read_text()})
+    with ev.session():
+        prog, _ = ev.build(cand)
+        try:
+            got, detail = race.check(ev, cand, (prog.parent / "nm.txt").read_text())
+        finally:
+            shutil.rmtree(prog.parent, ignore_errors=True)
+    assert got == "unproven" and "eval.race_static is require" in detail and "ThreadSanitizer reported no race" in detail
+
+
+@needs_clang
 def test_turned_off_is_off_not_skipped(make_ev: EvFactory) -> None:
     """Off by config: the racy h17b passes the sweep and is not race-checked; its verdict says so."""
     r = evaluate(make_ev(SMALL, race_check=False), (HACKS / "h17b_gemm_shared_acc.c").read_text())
@@ -218,11 +233,11 @@ def test_race_suite_is_balanced() -> None:
 
 
 # name: (the gate's verdict, the sanitizer's alone). c24 and c35 are race-free but beyond what the static check proves
-# (a `nowait` whose two loops map iterations to threads alike; task dependences): `unproven`, rejected.
+# (a `nowait` whose two loops map iterations to threads alike; task dependences): the sanitizer decides (clean).
 SAMPLE = {"r01_sum_no_reduction": ("race", "race"), "r16_stencil_in_place": ("race", "race"),
           "r22_scan_single_nowait": ("race", "race"), "r35_task_missing_depend": ("race", "race"),
-          "c01_sum_reduction": ("clean", "clean"), "c24_nowait_same_mapping": ("unproven", "clean"),
-          "c35_task_depend": ("unproven", "clean"), "c41_lock_shared": ("clean", "clean"),
+          "c01_sum_reduction": ("clean", "clean"), "c24_nowait_same_mapping": ("clean", "clean"),
+          "c35_task_depend": ("clean", "clean"), "c41_lock_shared": ("clean", "clean"),
           "u01_teams_distribute": ("unavailable", "unavailable")}
 
 
@@ -242,6 +257,8 @@ def test_race_suite_sample(make_ev: EvFactory, name: str, verdicts: tuple[str, s
         finally:
             shutil.rmtree(prog.parent, ignore_errors=True)
     assert (got, dynamic) == verdicts, f"{detail}\n{dynamic_detail}"
+    if got == "clean":  # says which check proved what
+        assert detail.startswith("proven race-free from the source") or "the static check could not prove it" in detail
     if verdicts[1] == "race":
         assert re.match(r"ThreadSanitizer reported a data race at \d+ threads \(-O[01]\): kernel\.c:\d+ in ", dynamic_detail)
     if got == "unavailable":

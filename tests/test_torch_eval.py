@@ -25,8 +25,9 @@ from kernopt.errors import InfraError
 from kernopt.evaluators.result import EvalResult, Verification
 from kernopt.evaluators.torch_family import evaluator as torch_family
 from kernopt.evaluators.torch_family.compare import Comparison, consistent, fallback_op, load_arrays, read_run
-from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
 from kernopt.evaluators.torch_family.evaluator import EvalFail as _Fail
+from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
+from kernopt.evaluators.torch_family.host import INTERPRETER
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Shapes, TorchTask, TorchTiming, TorchVerify, load_task
 from tests.conftest import REPO, enterable_tmpdir

@@ -19,7 +19,8 @@ from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
 from kernopt.evaluators.knobs import declared_knobs
-from kernopt.evaluators.torch_family.evaluator import INTERPRETER, TorchEvaluator
+from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
+from kernopt.evaluators.torch_family.host import INTERPRETER
 from kernopt.sandbox.local import LocalSandbox
 from kernopt.task import TorchTask, load_task
 from tests.conftest import REPO, enterable_tmpdir

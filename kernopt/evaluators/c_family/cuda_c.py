@@ -101,9 +101,9 @@ class CudaCEvaluator(CFamilyEvaluator):
 
     def run_driver(self, b: Binary, sizes: list[int], seeds: list[int], timing: bool, timeout: float,
                    warmup: int = 0, reps: int = 0, extra_env: dict[str, str] | None = None,
-                   memory_mb: int | None = -1) -> tuple[DriverRun, Path, ExecResult]:
+                   memory_mb: int | None = -1, report: str | None = None) -> tuple[DriverRun, Path, ExecResult]:
         # The CUDA runtime reserves far more address space than it uses: no RLIMIT_AS for GPU programs.
-        return super().run_driver(b, sizes, seeds, timing, timeout, warmup, reps, extra_env, memory_mb=None)
+        return super().run_driver(b, sizes, seeds, timing, timeout, warmup, reps, extra_env, memory_mb=None, report=report)
 
     # ---------------------------------------------------------------- evaluate
     def _evaluate(self, candidate: Candidate) -> EvalResult:

@@ -11,19 +11,16 @@ from __future__ import annotations
 
 import shutil
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail, new_seed, tail
 from kernopt.evaluators.c_family import nvcc
 from kernopt.evaluators.result import KernelResources
 from kernopt.evaluators.torch_family import py_gate
-
-if TYPE_CHECKING:
-    from kernopt.evaluators.torch_family.evaluator import Device, TorchEvaluator
+from kernopt.evaluators.torch_family.host import Device, Host
 
 
-def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
+def nvcc_resources(ev: Host, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
     """Compile the CUDA sources with nvcc for their ptxas report. Without a GPU this is the whole
     evaluation (a failure is a compile_error); on a GPU load_inline is the authority, so a failure
     here only means no report. The trusted baseline may have no CUDA at all (an imported eager model)."""
@@ -42,7 +39,7 @@ def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool =
             return []
         raise
     finally:
-        ev._cleanup(d)
+        ev.cleanup(d)
     if not outcome.ok and not dev.cuda:
         if outcome.error.startswith("nvcc not found"):
             raise InfraError(outcome.error)
@@ -50,7 +47,7 @@ def nvcc_resources(ev: TorchEvaluator, source: str, dev: Device, trusted: bool =
     return list(outcome.resources) if outcome.ok else []
 
 
-def build_extension(ev: TorchEvaluator, source: str) -> Path:
+def build_extension(ev: Host, source: str) -> Path:
     """Build the candidate's CUDA extension (import solution.py, construct ModelNew) in a build step;
     returns a copy of its TORCH_EXTENSIONS_DIR, in a directory no sandboxed run can write."""
 
@@ -60,7 +57,7 @@ def build_extension(ev: TorchEvaluator, source: str) -> Path:
     try:
         if r.timed_out:
             raise EvalFail("compile_error", f"building the CUDA extension timed out after {timeout:.0f}s", tail(r.stderr))
-        ev._check(run, r, "the extension build", timeout)
+        ev.check_run(run, r, "the extension build", timeout)
         out = ev.new_dir("ext")
         if (d / "ext").is_dir():
             shutil.copytree(d / "ext", out / "ext", symlinks=True)
@@ -68,4 +65,4 @@ def build_extension(ev: TorchEvaluator, source: str) -> Path:
             (out / "ext").mkdir()
         return out / "ext"
     finally:
-        ev._cleanup(d)
+        ev.cleanup(d)

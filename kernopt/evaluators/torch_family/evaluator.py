@@ -18,7 +18,6 @@ import secrets
 import shutil
 import sys
 import time
-from dataclasses import dataclass
 from importlib import resources
 from pathlib import Path
 from typing import Any
@@ -33,13 +32,13 @@ from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
 from kernopt.evaluators.torch_family import py_gate
 from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
+from kernopt.evaluators.torch_family.host import Device
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.sandbox.tree import remove_tree
 from kernopt.task import TorchTask
 
 PYTHON_ENV = "KERNOPT_TORCH_PYTHON"  # host setting: the Python (with torch, triton) the local sandbox runs
 STARTUP_S = 60.0  # added to config.verify_timeout_s: Python, torch and triton imports, a CUDA context, JIT compiles
-INTERPRETER = "cpu (Triton interpreter)"
 PROBE = """
 import json, sys
 try:
@@ -65,19 +64,6 @@ print(json.dumps(info))
 """
 
 
-@dataclass(frozen=True)
-class Device:
-    """What the sandbox's Python sees, probed once per evaluator."""
-
-    cuda: bool
-    name: str
-    arch: str = ""
-    l2_bytes: int = 0
-    includes: tuple[str, ...] = ()  # torch's (and Python's) header directories, as the sandbox sees them
-
-    @property
-    def label(self) -> str:
-        return self.name if self.cuda else INTERPRETER
 
 
 def runner_source() -> Path:
@@ -167,7 +153,7 @@ class TorchEvaluator(SandboxedEvaluator):
             os.chmod(d, 0o700)  # its files stay out of reach of every later sandboxed run
         return read_run(d / "result.jsonl", nonce), d, r
 
-    def _check(self, run: RunnerRun, r: ExecResult, where: str, timeout: float, status_on_error: str = "runtime_error") -> None:
+    def check_run(self, run: RunnerRun, r: ExecResult, where: str, timeout: float, status_on_error: str = "runtime_error") -> None:
         """A candidate process that did not finish cleanly is a verdict."""
         if r.timed_out:
             raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}", tail(r.stderr))
@@ -184,7 +170,8 @@ class TorchEvaluator(SandboxedEvaluator):
             why = describe_exit(r) if not r.ok else "exited before the runner finished"
             raise EvalFail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", tail(r.stderr + r.stdout))
 
-    def _cleanup(self, *dirs: Path | None) -> None:
+    def cleanup(self, *dirs: Path | None) -> None:
+        """Remove these run directories (unless the config keeps work directories)."""
         if not self.config.keep_workdirs:
             for d in dirs:
                 if d is not None:
@@ -261,7 +248,7 @@ class TorchEvaluator(SandboxedEvaluator):
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
                               verification=ver, phase_s=phases, resources=resources_)
         finally:
-            self._cleanup(ext.parent if ext is not None else None)
+            self.cleanup(ext.parent if ext is not None else None)
 
     # ---------------------------------------------------------------- cuda (kernopt/evaluators/torch_build.py)
     def nvcc_resources(self, source: str, dev: Device, trusted: bool = False) -> list[KernelResources]:
@@ -309,7 +296,7 @@ class TorchEvaluator(SandboxedEvaluator):
                 g["poison_bytes"] = output_bytes(first.outputs)
             job = {"groups": groups, "record_ops": check_ops, "poison": True}
             run, cand_dir, r = self.run_role("candidate", "verify", job, timeout, source=source, ext=ext)
-            self._check(run, r, "verification", timeout)
+            self.check_run(run, r, "verification", timeout)
             for call in run.calls:
                 if call.mutated and not task.verify.allow_input_mutation:
                     raise EvalFail("rejected", f"ModelNew.forward modified its {call.mutated} [{describe_shape(call.shape)}, seed {call.seed}]")
@@ -332,7 +319,7 @@ class TorchEvaluator(SandboxedEvaluator):
         except (OSError, ValueError, KeyError) as e:
             raise EvalFail("runtime_error", f"an output file is unreadable ({type(e).__name__}: {e})") from None
         finally:
-            self._cleanup(ref_dir, cand_dir)
+            self.cleanup(ref_dir, cand_dir)
 
     def _check_ops(self, ref: RunnerRun, run: RunnerRun) -> None:
         ref_ops = {op for c in ref.calls for op in c.ops}
@@ -380,7 +367,7 @@ class TorchEvaluator(SandboxedEvaluator):
             except EvalFail as f:
                 return EvalResult(candidate_id=candidate.id, status=f.status, reason=f"re-measurement: {f.reason}", log=f.log)  # type: ignore[arg-type]
             finally:
-                self._cleanup(ext.parent if ext is not None else None)
+                self.cleanup(ext.parent if ext is not None else None)
             return EvalResult(candidate_id=candidate.id, status="ok", timing=timing, phase_s={"time": time.monotonic() - t},
                               reason=f"re-measured; {timing.describe()}", flags=self.timing_flags(timing),
                               verification=Verification(timed_outputs_checked=True, device=dev.label))

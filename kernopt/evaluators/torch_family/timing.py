@@ -15,22 +15,19 @@ from __future__ import annotations
 
 import secrets
 from pathlib import Path
-from typing import TYPE_CHECKING
 
 from kernopt.errors import InfraError
 from kernopt.evaluators import stats
 from kernopt.evaluators.base import EvalFail, describe_exit, new_seed, tail
 from kernopt.evaluators.result import TimingStats
 from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, consistent, describe_shape, load_arrays
-
-if TYPE_CHECKING:
-    from kernopt.evaluators.torch_family.evaluator import TorchEvaluator
+from kernopt.evaluators.torch_family.host import Host
 
 _rng = secrets.SystemRandom()
 _ROLE = {"baseline": "baseline", "candidate": "candidate", "eager": "reference", "compile": "compile"}
 
 
-def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
+def time_rounds(ev: Host, source: str, rounds: int, ext: Path | None = None) -> TimingStats:
 
     task, cfg, tt = ev.task, ev.config, ev.task.timing
     dev = ev.device()
@@ -64,7 +61,7 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
                     run, d, r = ev.run_role(_ROLE[who], "time", round_job, tt.timeout_s, source=src, ext=prebuilt, carry=carry)
                     runs[who] = (run, d)
                     if who == "candidate":
-                        ev._check(run, r, where, tt.timeout_s)
+                        ev.check_run(run, r, where, tt.timeout_s)
                     elif not (r.ok and run.complete and run.timed_s()):
                         if who == "compile":
                             compile_ok = False
@@ -92,11 +89,11 @@ def time_rounds(ev: TorchEvaluator, source: str, rounds: int, ext: Path | None =
             except (OSError, ValueError, KeyError) as e:
                 raise EvalFail("runtime_error", f"a timed output is unreadable ({type(e).__name__}: {e})") from None
             finally:
-                ev._cleanup(*(d for _, d in runs.values()))
+                ev.cleanup(*(d for _, d in runs.values()))
             if rnd >= 1 and stats.median(per["candidate"]) > cfg.early_stop_ratio * stats.median(per["baseline"]):
                 break
     finally:
-        ev._cleanup(compile_cache)
+        ev.cleanup(compile_cache)
     speedup, lo, hi = stats.ratio_of_medians(per["baseline"], per["candidate"])
     return TimingStats(baseline_s=[x for g in per["baseline"] for x in g], candidate_s=[x for g in per["candidate"] for x in g],
                        baseline_median_s=stats.median(per["baseline"]), candidate_median_s=stats.median(per["candidate"]),

@@ -7,7 +7,9 @@ cd "$(dirname "$0")/.."
 
 # libclang-rt-dev: clang's ThreadSanitizer runtime, which the race check links (Debian 12: libclang-rt-14-dev, a
 # Recommends of clang that --no-install-recommends skips; without it every race check fails, and fails closed).
-PKGS=(gcc g++ clang libomp-dev libclang-rt-dev openmpi-bin libopenmpi-dev binutils python3 python3-venv python3-pip)
+# bubblewrap: the local sandbox runs every command inside bwrap (its own file system view, pid and network
+# namespaces); without it the local sandbox runs nothing (fails closed).
+PKGS=(gcc g++ clang libomp-dev libclang-rt-dev openmpi-bin libopenmpi-dev binutils bubblewrap python3 python3-venv python3-pip)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -21,6 +21,14 @@ class Limits(BaseModel):
     max_file_mb: int = Field(512, ge=1, description="Largest file the command may write (RLIMIT_FSIZE).")
     max_open_files: int = Field(1024, ge=16, description="File descriptors (RLIMIT_NOFILE).")
     output_bytes: int = Field(64 * 1024, ge=1024, description="stdout/stderr kept each: head and tail halves.")
+    # The work directory, bounded so that no step can fill the host's disk or leave a tree that
+    # kernopt's own clean-up cannot walk (docker: its volume, sized by DockerSandbox's work_mb).
+    work_mb: int = Field(1024, ge=16, description="Local sandbox as root: size of the step's work directory, a tmpfs, in MiB.")
+    max_entries: int = Field(65536, ge=64, description="Files and directories the work directory may hold (the tmpfs's "
+                                                       "inodes; otherwise checked after the step).")
+    max_depth: int = Field(64, ge=4, description="How deep directories may nest in the work directory; a deeper tree "
+                                                 "is not kept.")
+    tmp_mb: int = Field(64, ge=1, description="Local sandbox: size of each private tmpfs at /tmp, /var/tmp and /dev/shm, in MiB.")
 
 
 class ExecResult(BaseModel):

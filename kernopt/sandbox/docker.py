@@ -31,7 +31,6 @@ import contextlib
 import math
 import os
 import re
-import shutil
 import signal
 import socket
 import tempfile
@@ -41,11 +40,12 @@ import uuid
 from pathlib import Path
 from typing import IO, Any
 
-from kernopt.errors import UserError
+from kernopt.errors import InfraError, UserError
 from kernopt.sandbox.archive import extract, pack
 from kernopt.sandbox.base import ExecResult, Limits
 from kernopt.sandbox.image import SANDBOX_UID, has_image, image_tag
 from kernopt.sandbox.local import BASE_PATH, _Capture
+from kernopt.sandbox.tree import remove_tree
 
 OWNER = "kernopt.owner"
 HOLDER_USER = "65534:65534"  # nobody: no step's uid can signal it
@@ -428,16 +428,13 @@ class DockerSession:
         try:
             note = extract(iter(lambda: back.read(1 << 20), b""), incoming, (self.sandbox.work_mb + 64) << 20)
             for entry in os.scandir(workdir):
-                if entry.path == str(incoming):
-                    continue
-                if entry.is_dir(follow_symlinks=False):
-                    shutil.rmtree(entry.path)
-                else:
-                    os.unlink(entry.path)
+                if entry.path != str(incoming):
+                    remove_tree(Path(entry.path))  # any depth, any modes: iterative, never following a link
             for entry in os.scandir(incoming):
                 os.rename(entry.path, workdir / entry.name)
         finally:
-            shutil.rmtree(incoming, ignore_errors=True)
+            with contextlib.suppress(InfraError):
+                remove_tree(incoming)
         return note
 
 

@@ -512,6 +512,7 @@ class LocalSandbox:
         _become_subreaper()
         uid, lock_fd = _acquire_uid()
         stage: Path | None = None
+        lent = False  # the directory itself lent to the uid (no tmpfs), not yet handed back
         try:
             why = _probe(bwrap, uid)
             if why:
@@ -523,6 +524,7 @@ class LocalSandbox:
                     copy_tree(workdir, stage, owner=(uid, uid), mode_mask=0o1777, max_entries=limits.max_entries,
                               max_depth=limits.max_depth, timeout_s=TREE_TIMEOUT_S)
                 else:  # no tmpfs: the directory itself is lent to the uid
+                    lent = True
                     _chown_tree(workdir, uid, uid, None, limits)
                     os.chmod(workdir, 0o700)  # concurrent runs (other uids) cannot look in
             except (TreeBound, InfraError) as e:
@@ -536,16 +538,20 @@ class LocalSandbox:
                 return _with_note(result, _copy_back(stage, workdir, limits))
             try:
                 _chown_tree(workdir, os.geteuid(), os.getegid(), uid, limits)
+                lent = False
                 return result
             except TreeBound as e:
                 clear_dir(workdir, TREE_TIMEOUT_S)
+                lent = False
                 return _with_note(result, f"kernopt: the work directory held {e}: everything in it was removed")
         finally:
             if stage is not None:
                 _unmount(stage)
-            else:
-                with contextlib.suppress(OSError):
-                    os.chmod(workdir, mode)
+            if lent:  # given back on the way out of a failure, as far as it goes
+                with contextlib.suppress(OSError, TreeBound, InfraError):
+                    _chown_tree(workdir, os.geteuid(), os.getegid(), uid, limits)
+            with contextlib.suppress(OSError):
+                os.chmod(workdir, mode)
             _clean_shared_tmp(uid)
             os.close(lock_fd)
 

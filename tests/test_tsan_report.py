@@ -33,7 +33,7 @@ def test_real_report_is_one_race_stated_in_kernopts_words() -> None:
     text = tsan_report.describe(r, PLACES, "prog", SOURCES, DEFINED)
     assert text == ("kernel.c:9 in .omp_outlined._debug__ (a write by thread T2; the previous write by the main thread "
                     "at kernel.c:9 in .omp_outlined._debug__)")
-    j = race.judge(REAL, PLACES, SOURCES, DEFINED)
+    j = race.judge(REAL, lambda _: PLACES, SOURCES, DEFINED)
     assert j.races == [text] and not j.forged
 
 
@@ -46,7 +46,7 @@ def test_real_report_is_one_race_stated_in_kernopts_words() -> None:
 ])
 def test_any_other_line_is_forged(line: str) -> None:
     text = REAL.replace("  Location is stack of main thread.\n", f"  Location is stack of main thread.\n{line}\n")
-    j = race.judge(text, PLACES, SOURCES, DEFINED)
+    j = race.judge(text, lambda _: PLACES, SOURCES, DEFINED)
     assert j.forged and not j.races
     assert line.split()[0] not in j.forged  # kernopt's phrase, not the file's text
 
@@ -80,23 +80,23 @@ def test_reports_on_runtime_memory_are_not_counted() -> None:
             "    #1 <null> <null> (libomp.so.5+0x20919) (BuildId: e9e0)\n")
     text = REAL.replace("  Location is stack of main thread.\n", heap)
     places = {**PLACES, 0x4fc61: Place("__interceptor_malloc", "??", 0)}
-    j = race.judge(text, places, SOURCES, DEFINED)
+    j = race.judge(text, lambda _: places, SOURCES, DEFINED)
     assert j.runtime == 1 and not j.races and not j.forged
     asked = {**places, 0x4fc61: Place("omp_alloc", "??", 0)}
-    assert race.judge(text, asked, SOURCES, DEFINED).races
+    assert race.judge(text, lambda _: asked, SOURCES, DEFINED).races
     own = text.replace("(libomp.so.5+0x20919)", "(prog+0xd1499)")
-    assert race.judge(own, places, SOURCES, DEFINED).races
+    assert race.judge(own, lambda _: places, SOURCES, DEFINED).races
 
 
 def test_sanitizer_crash_is_a_fixed_phrase() -> None:
     crash = ("ThreadSanitizer:DEADLYSIGNAL\n==4444==ERROR: ThreadSanitizer: SEGV on unknown address 0x000000000000 "
              "(pc 0x7f) root:x:0:0\n    #0 <null> <null> (libarcher.so+0x4254) (BuildId: 3e10)\n")
-    j = race.judge(crash, {}, SOURCES, DEFINED)
+    j = race.judge(crash, lambda _: {}, SOURCES, DEFINED)
     assert not j.races and not j.forged and j.crash == "ThreadSanitizer crashed"
 
 
 def test_empty_file_is_clean() -> None:
-    j = race.judge("", {}, SOURCES, DEFINED)
+    j = race.judge("", lambda _: {}, SOURCES, DEFINED)
     assert not (j.races or j.forged or j.crash)
 
 

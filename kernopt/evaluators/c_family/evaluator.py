@@ -53,6 +53,9 @@ _LINK_MARK = "kernopt-build: linking"
 _OWN_SYMBOLS = "nm.own.txt"  # a chosen toolchain's build: the symbols of the kernel compiled without its parallel loops
 # The measured program's own files: the driver's headers and the monitor, compiled apart from it.
 TRUSTED_SOURCES = ("driver.c", "kernopt.h", "protocol.h", "seccomp.h", "monitor.c")
+# How a rejecting race verdict reads ({} is the detail's first line; a forged report's says so itself).
+_RACE_REASON = {"race": "data race: {}", "unavailable": "race check unavailable: {}; or opt out with --no-race-check",
+                "forged": "{}", "unproven": "race check: {}"}
 
 
 @dataclass(frozen=True)
@@ -426,15 +429,9 @@ class CFamilyEvaluator(SandboxedEvaluator):
                     self.phase("race check")
                     ver.race_check, ver.race_detail = race.check(self, candidate, nm)
                     first = ver.race_detail.splitlines()[0] if ver.race_detail else ""
-                    if ver.race_check == "race":
-                        raise EvalFail("rejected", f"data race: {first}", ver.race_detail)
-                    if ver.race_check == "unavailable":
-                        raise EvalFail("rejected", f"race check unavailable: {first}; or opt out with --no-race-check",
-                                       ver.race_detail)
-                    if ver.race_check == "forged":
-                        raise EvalFail("rejected", first, ver.race_detail)
-                    if ver.race_check == "unproven":
-                        raise EvalFail("rejected", f"race check: {first}", ver.race_detail)
+                    if ver.race_check != "clean":  # every other verdict rejects
+                        reason = _RACE_REASON.get(ver.race_check, "race check: {}").format(first)
+                        raise EvalFail("rejected", reason, ver.race_detail)
                 phases["race"] = time.monotonic() - t
             if not timed:  # check_untimed: the caller times it, and owns the binary
                 cleanup.remove(prog.parent)

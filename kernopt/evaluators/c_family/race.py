@@ -35,7 +35,7 @@ import secrets
 import shlex
 import shutil
 import stat
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal, Protocol
@@ -114,12 +114,15 @@ class Judgement:
     forged: str = ""  # a fixed phrase when the file is not what the sanitizer writes
 
 
-def judge(text: str, places: dict[int, tsan_report.Place], sources: dict[str, int], defined: set[str]) -> Judgement:
-    """Judge a report file whose offsets `places` symbolizes (see sanitizer_run)."""
+def judge(text: str, symbolize: Callable[[list[int]], dict[int, tsan_report.Place]], sources: dict[str, int],
+          defined: set[str]) -> Judgement:
+    """Judge a report file, parsed once; `symbolize` names the offsets into the program it reports (see
+    sanitizer_run: kernopt's addr2line on its own binary)."""
     j = Judgement()
     try:
         parsed = tsan_report.parse(text, RUN_BINARY)
         j.crash = parsed.crash
+        places = symbolize(tsan_report.offsets(parsed, RUN_BINARY)) if parsed.races else {}
         for r in parsed.races:
             if tsan_report.runtime_memory(r, places, RUN_BINARY):
                 j.runtime += 1
@@ -259,8 +262,6 @@ def sanitizer_binary(ev: Host, candidate: Candidate, opt: str, source: str) -> I
 
 def _symbolize(ev: Host, prog: Program, offsets: list[int]) -> dict[int, tsan_report.Place]:
     """kernopt's own symbolization of offsets into the sanitizer binary (addr2line, a sandboxed step)."""
-    if not offsets:
-        return {}
     r = ev.run_step(["addr2line", "-f", "-a", "-e", BINARY, *(hex(o) for o in offsets[:2000])], prog.exe.parent,
                     ev.config.build_timeout_s)
     if not r.ok:
@@ -279,15 +280,9 @@ def sanitizer_run(ev: Host, prog: Program, threads: int, seeds: list[int], sourc
         text = _read_report(rd / REPORT_FILE)
     finally:
         remove_tree(rd)
-    parsed_offsets: list[int] = []
-    try:
-        parsed_offsets = tsan_report.offsets(tsan_report.parse(text, RUN_BINARY), RUN_BINARY)
-    except tsan_report.Forged:
-        pass  # judge() says so
-    places = _symbolize(ev, prog, parsed_offsets)
     harness = Path(ev.task.harness).name
     sources = {"kernel.c": source.count("\n") + 1, "driver.c": 100_000, harness: 100_000}
-    j = judge(text, places, sources, set(prog.defined))
+    j = judge(text, lambda offsets: _symbolize(ev, prog, offsets), sources, set(prog.defined))
     if j.races or j.forged:
         return j, ""
     if j.crash:

@@ -58,7 +58,7 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
     policy = get_policy(config.policy, task, model, tune=config.hybrid)
     value = get_value_model(config.search, model)
     if config.sandbox == "local":
-        hooks.on_message("sandbox: local (process isolation with rlimits; no container) — chosen explicitly")
+        hooks.on_message("sandbox: local (a private uid, rlimits and bubblewrap: no container) — chosen explicitly")
     if config.policy == "tuner":
         hooks.on_message("policy: offline tuner (no model configured)")
     else:

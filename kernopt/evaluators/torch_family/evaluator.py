@@ -131,7 +131,7 @@ class TorchEvaluator(SandboxedEvaluator):
         if source is not None:
             (d / "solution.py").write_text(source)
         if ext is not None:
-            shutil.copytree(ext, d / "ext", symlinks=True)  # a link the candidate left stays a link
+            shutil.copytree(ext, d / "ext", symlinks=True)  # symlinks=True: a link the candidate left is copied as a link, never followed
         for name, src in (carry or {}).items():
             if src.is_dir():
                 shutil.copytree(src, d / name, symlinks=True)

@@ -35,8 +35,8 @@ SIGNIFICANCE: dict[str, str] = {
 
 # Verification.race_check
 RACE: dict[str, str] = {
-    "clean": "the static race check proved the kernel's parallel regions race-free from its source, and the race "
-             "detector ran it at every checked thread count and found no data race",
+    "clean": "the race detector ran the kernel at every checked thread count and found no data race, and the static "
+             "race check proved it race-free from its source or could not tell (the detail says which)",
     "race": "the static race check or the race detector found a data race: the candidate is rejected",
     "forged": "the race detector's report file held text the detector does not write (the kernel wrote to it): "
               "the candidate is rejected",

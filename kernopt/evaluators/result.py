@@ -58,11 +58,12 @@ class Verification(BaseModel):
     device: str = Field("", description="Torch/CUDA family: where outputs were computed ('NVIDIA H100 80GB HBM3', "
                         "'cpu (Triton interpreter)', 'none: compiled only').")
     race_check: Literal["clean", "race", "unavailable", "skipped", "off", "not_run", "forged", "unproven"] = Field(
-        "not_run", description="The OpenMP race check: clean (proven from the source and no race reported by the "
-        "sanitizer), race, unavailable (could not run: rejected), forged (the sanitizer's report file holds what the "
-        "sanitizer does not write: rejected), unproven (the static check could not prove the kernel race-free: "
-        "rejected unless eval.race_static is advisory), skipped (the kernel makes no OpenMP runtime calls), off "
-        "(turned off by the user or the task), not_run (not reached).")
+        "not_run", description="The OpenMP race check: clean (no race reported by the sanitizer, and the static check "
+        "proved the kernel race-free or could not tell: race_detail says which), race (found by either check), "
+        "unavailable (could not run: rejected), forged (the sanitizer's report file holds what the sanitizer does not "
+        "write: rejected), unproven (the static check could not prove the kernel race-free and it may store where the "
+        "sanitizer is blind, or eval.race_static is require: rejected), skipped (the kernel makes no OpenMP runtime "
+        "calls), off (turned off by the user or the task), not_run (not reached).")
     race_detail: str = ""
     max_abs_err: float | None = None
     max_rel_norm_err: float | None = None

@@ -37,7 +37,8 @@ SIGNIFICANCE: dict[str, str] = {
 RACE: dict[str, str] = {
     "clean": "the race detector ran the kernel at every checked thread count and found no data race, and the static "
              "race check proved it race-free from its source or could not tell (the detail says which)",
-    "race": "the static race check or the race detector found a data race: the candidate is rejected",
+    "race": "the race detector found a data race (or the static race check found one in the source): the candidate is "
+            "rejected",
     "forged": "the race detector's report file held text the detector does not write (the kernel wrote to it): "
               "the candidate is rejected",
     "unproven": "the static race check could not prove the kernel race-free, and a clean detector run alone is no "

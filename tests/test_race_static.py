@@ -1,4 +1,4 @@
-"""The static race check (kernopt/evaluators/c_family/race_static.py) on the race suite, the racy hacks, the
+"""The static race check (kernopt/evaluators/c_family/race_static/) on the race suite, the racy hacks, the
 sanitizer dodges and honest controls of tests/data/race_static, as written and as gcc preprocesses them."""
 
 from __future__ import annotations
@@ -11,6 +11,7 @@ from pathlib import Path
 
 import pytest
 
+from kernopt.evaluators.c_family import race_static
 from kernopt.evaluators.c_family.race import restore_includes
 from kernopt.evaluators.c_family.race_static import Finding, check
 
@@ -177,3 +178,19 @@ void f(long n, const double *restrict x, double *restrict y) {
     assert check(source).verdict == "proven"
     assert check(source.replace("#pragma omp single", "#pragma omp single nowait")).verdict != "proven"
     assert check(source.replace("#pragma omp single", "#pragma omp master")).verdict != "proven"
+
+
+def test_blind_calls_are_the_stores_the_sanitizer_cannot_see() -> None:
+    """The kernel's own functions are built with the sanitizer (watched); libm's output pointers, a call through a
+    pointer and a function the file neither defines nor the checker knows are not (race.check then needs a proof)."""
+    own = ("static void micro(double *c, const double *a, long n) { for (long i = 0; i < n; i++) c[i] += a[i]; }\n"
+           "void kernel(long n, const double *restrict a, double *restrict c) {\n#pragma omp parallel for\n"
+           "for (long i = 0; i < n; i++) micro(c + i * 4, a + i * 4, 4);\n}\n")
+    assert race_static.blind_calls(own) == ()
+    libm = own.replace("micro(c + i * 4, a + i * 4, 4);", "{ double ip; c[i] = modf(a[i], &ip); }")
+    assert race_static.blind_calls(libm) == ("modf",)
+    fp = "extern void (*fp)(double *, const double *, long);\nvoid kernel("
+    pointer = own.replace("micro(c + i * 4", "(*fp)(c + i * 4").replace("void kernel(", fp)
+    assert race_static.blind_calls(pointer) == ("pointer",)
+    unknown = own.replace("micro(c + i * 4", "helper(c + i * 4")
+    assert race_static.blind_calls(unknown) == ("helper",)

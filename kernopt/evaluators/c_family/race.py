@@ -337,17 +337,10 @@ def static_verdict(source: str, nm_output: str) -> race_static.StaticVerdict:
     return v
 
 
-# Stores the sanitizer cannot see: through libm's output pointers (modf, frexp, sincos, remquo, lgamma_r: libm is not
-# instrumented, and ThreadSanitizer intercepts none of them), through a function pointer, or in a function the static
-# check does not know (a libc function reached by address). For a kernel that has them, a clean sanitizer run says
-# nothing.
-_BLIND_CALL = re.compile(r"\b(modf[fl]?|frexp[fl]?|sincos[fl]?|remquo[fl]?|lgamma[fl]?_r)\s*\(")
-_BLIND_FINDING = ("a call through a function pointer", "a call to a function the checker does not know")
-
-
-def sanitizer_blind(source: str, v: race_static.StaticVerdict) -> bool:
-    """Could the kernel store where the sanitizer does not look (see _BLIND_CALL)?"""
-    return bool(_BLIND_CALL.search(source)) or any(f.why in _BLIND_FINDING for f in v.findings)
+def sanitizer_blind(source: str) -> bool:
+    """Could the kernel store where the sanitizer does not look (race_static.blind_calls: libm's output pointers,
+    function pointers, functions the file does not define)? For such a kernel a clean sanitizer run says nothing."""
+    return bool(race_static.blind_calls(source))
 
 
 def _findings(v: race_static.StaticVerdict, limit: int = 3) -> str:
@@ -424,7 +417,7 @@ def check(ev: Host, candidate: Candidate, nm_output: str) -> tuple[Verdict, str]
     if static.verdict == "proven":
         regions = f"{static.regions} parallel construct(s)" if static.regions else "no parallel construct"
         return "clean", f"proven race-free from the source ({regions}); {detail}"
-    blind = sanitizer_blind(source, static)
+    blind = sanitizer_blind(source)
     if cfg.race_static == "dynamic" and not blind:
         return "clean", f"{detail} (the static check could not prove it: {_findings(static)})"
     why = ("it stores through a library call or a function the sanitizer does not watch, so a clean sanitizer run is no "

@@ -68,9 +68,18 @@ from dataclasses import dataclass
 from typing import Literal
 
 from kernopt.agent.cloops import _field, _text, _walk
-from kernopt.evaluators.c_family.race_static.facts import _RUNTIME, _Checker
+from kernopt.evaluators.c_family.race_static.facts import (
+    _ATOMIC_BUILTIN,
+    _LOCK_FN,
+    _OMP_QUIET,
+    _OUTPUT,
+    _READ_ONLY,
+    _RUNTIME,
+    _Checker,
+)
 from kernopt.evaluators.c_family.race_static.judge import judge
 from kernopt.evaluators.c_family.race_static.records import Finding, _Ctx
+from kernopt.evaluators.c_family.race_static.syntax import _IDENT
 from kernopt.evaluators.c_family.race_static.walk import _Region, _region_roots, _written
 
 __all__ = ["Finding", "Kind", "StaticVerdict", "check"]  # Finding lives with the other records of the walk
@@ -96,6 +105,34 @@ def check(source: str) -> StaticVerdict:
         return _check(source)
     except RecursionError:
         return StaticVerdict("unknown", (Finding(0, "source", "nested too deep to analyse"),), 0)
+
+
+# Library functions that store through a pointer where the sanitizer cannot see it: libm is not instrumented and
+# ThreadSanitizer intercepts none of these (it does intercept memcpy, memset and the string functions).
+_UNWATCHED_STORES = frozenset(f for f in _OUTPUT if f.startswith(("modf", "frexp", "sincos", "remquo", "lgamma")))
+
+
+def blind_calls(source: str) -> tuple[str, ...]:
+    """The calls anywhere in the file whose stores the sanitizer cannot see: libm's output-pointer functions,
+    calls through anything but a function's name (a function pointer), and calls to a name the file does not
+    define and the checker does not know (a libc function reached by address). The kernel's own functions are
+    built with the sanitizer, so calls to them are watched. Returns the callees' names, validated
+    identifiers ("pointer" for an expression)."""
+    c = _Checker(source)
+    out: dict[str, None] = {}
+    for n in _walk(c.src.root):
+        if n.type != "call_expression":
+            continue
+        callee = _field(n, "function")
+        name = _text(callee) if callee is not None and callee.type == "identifier" else ""
+        if not name:
+            out["pointer"] = None
+        elif name in _UNWATCHED_STORES or not (
+                name in c.src.functions or name in c.pure or name in _READ_ONLY or name in _OUTPUT
+                or name == "omp_get_thread_num" or name.startswith(("_mm", "__builtin_ia32"))
+                or any(p.match(name) for p in (_ATOMIC_BUILTIN, _OMP_QUIET, _LOCK_FN, _RUNTIME))):
+            out[name if _IDENT.fullmatch(name) else "pointer"] = None
+    return tuple(out)
 
 
 def _check(source: str) -> StaticVerdict:

@@ -41,8 +41,13 @@ void reduction(long n, const double *restrict x, double *restrict out) {
     out[0] = s;
 }
 C
-run() { chroot "$root" /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
-  SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt PIP_CERT=/etc/ssl/certs/ca-certificates.crt sh -c "cd /kernopt && $1"; }
+# Each command runs with the root file system as its root in a mount namespace of its own (pivot_root, not
+# chroot): the local sandbox's bubblewrap makes a user namespace, which the kernel refuses to a chrooted process.
+run() { unshare --mount --propagation private --fork sh -c '
+  set -e; mount --rbind "$1" "$1"; cd "$1"; mkdir -p .host; pivot_root . .host; cd /; umount -l /.host; rmdir /.host
+  exec /usr/bin/env -i PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin HOME=/root LANG=C.UTF-8 \
+    SSL_CERT_FILE=/etc/ssl/certs/ca-certificates.crt PIP_CERT=/etc/ssl/certs/ca-certificates.crt sh -c "cd /kernopt && $2"' \
+    _ "$root" "$1"; }
 echo "fresh: scripts/setup.sh"
 run "./scripts/setup.sh" | tail -2
 echo "fresh: eval with every gate installed"

@@ -287,3 +287,10 @@ def test_text_gate_refuses_what_blinds_the_sanitizer() -> None:
                       ("int f(int k) { return __builtin_constant_p(k); }", "__builtin_constant_p")):
         why = check_text(src)
         assert why is not None and word in why, (src, why)
+
+
+def test_missing_sanitizer_headers_name_the_package() -> None:
+    """Without libclang-rt-14-dev the sanitizer's headers are gone too, and the driver's compile fails first (seen in a
+    bare Debian root file system with the package removed): the same fix is named, not "write C that clang compiles"."""
+    why = race._build_failure("driver.c:41:10: fatal error: 'sanitizer/common_interface_defs.h' file not found", "clang")
+    assert why.startswith("clang's ThreadSanitizer runtime is missing") and "libclang-rt-14-dev" in why

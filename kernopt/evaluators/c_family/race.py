@@ -135,7 +135,7 @@ def judge(text: str, symbolize: Callable[[list[int]], dict[int, tsan_report.Plac
 
 def _build_failure(stderr: str, compiler: str) -> str:
     """Why the sanitizer build failed, and the fix, in one line."""
-    if "libclang_rt.tsan" in stderr:
+    if "libclang_rt.tsan" in stderr or "sanitizer/common_interface_defs.h" in stderr:  # the runtime or its headers
         return f"clang's ThreadSanitizer runtime is missing ({FIX['tsan']})"
     if re.search(r"omp\.h.*(not found|No such file)|cannot find -lomp|unable to find library -lomp", stderr):
         return f"the LLVM OpenMP runtime is missing ({FIX['libomp']})"

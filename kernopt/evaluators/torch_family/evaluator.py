@@ -26,7 +26,7 @@ from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators.base import EvalFail, SandboxedEvaluator, describe_exit, new_seed, tail
+from kernopt.evaluators.base import EvalFail, SandboxedEvaluator, describe_exit, new_seed, program_messages, tail
 from kernopt.evaluators.c_family import nvcc
 from kernopt.evaluators.knobs import KnobError, apply_knobs
 from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
@@ -156,19 +156,19 @@ class TorchEvaluator(SandboxedEvaluator):
     def check_run(self, run: RunnerRun, r: ExecResult, where: str, timeout: float, status_on_error: str = "runtime_error") -> None:
         """A candidate process that did not finish cleanly is a verdict."""
         if r.timed_out:
-            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}", tail(r.stderr))
+            raise EvalFail("timeout", f"timed out after {timeout:.0f}s at {where}", program_messages(r.stderr))
         err = run.error
         if err is not None:
             shape = f" [{describe_shape(err['shape'])}, seed {err.get('seed', '-')}]" if isinstance(err.get("shape"), dict) else ""
             phase = str(err.get("phase", ""))
             msg = str(err.get("error", ""))[:400]
-            log = str(err.get("trace", ""))[-3000:] + tail(r.stderr, 10)
+            log = str(err.get("trace", ""))[-3000:] + "\n" + program_messages(r.stderr)
             if err.get("build") is True:
                 raise EvalFail("compile_error", f"the extension does not build: {msg}", log)
             raise EvalFail(status_on_error, f"{_PHASE.get(phase, phase)} raised {msg}{shape} at {where}", log)
         if not r.ok or not run.complete:
             why = describe_exit(r) if not r.ok else "exited before the runner finished"
-            raise EvalFail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", tail(r.stderr + r.stdout))
+            raise EvalFail(status_on_error, f"{why} at {where} after {len(run.calls)} calls", program_messages(r.stderr + r.stdout))
 
     def cleanup(self, *dirs: Path | None) -> None:
         """Remove these run directories (unless the config keeps work directories)."""

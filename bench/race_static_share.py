@@ -31,10 +31,10 @@ import yaml
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO))
 
-from kernopt.agent.cmacros import expand  # noqa: E402
-from kernopt.agent.tuner import pragma_moves, tiling_moves, wavefront_moves  # noqa: E402
 from kernopt.evaluators.c_family.race import restore_includes  # noqa: E402
 from kernopt.evaluators.c_family.race_static import check  # noqa: E402
+from kernopt.tuner.cmacros import expand  # noqa: E402
+from kernopt.tuner.policy import pragma_moves, tiling_moves, wavefront_moves  # noqa: E402
 
 _CODE = re.compile(r"```c[^\n]*\n(.*?)```", re.S)
 

@@ -27,7 +27,7 @@ from kernopt.task import load_task
 
 def get_policy(name: str, task: Task, model: Model | None = None, tune: bool = False) -> Policy:
     if name == "tuner":
-        from kernopt.agent.tuner import TunerPolicy
+        from kernopt.tuner.policy import TunerPolicy
 
         return TunerPolicy()
     if name == "llm" and model is not None:

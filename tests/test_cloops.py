@@ -1,4 +1,4 @@
-"""Loop analysis and pragma insertion (kernopt.agent.cloops), checked with real gcc."""
+"""Loop analysis and pragma insertion (kernopt.tuner.cloops), checked with real gcc."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.cloops import Loop, analyze, insert_pragma, rewrite_pragma
+from kernopt.tuner.cloops import Loop, analyze, insert_pragma, rewrite_pragma
 
 ROOT = Path(__file__).resolve().parents[1]
 GEMM = (ROOT / "tasks/openmp/gemm/kernel.c").read_text()
@@ -396,7 +396,7 @@ def test_whole_local_array_reductions() -> None:
 @needs_gcc
 def test_whole_local_array_reduction_compiles(tmp_path: Path) -> None:
     lp = next(lp for lp in analyze(LOCAL_ARRAYS) if lp.line == 8)
-    from kernopt.agent.pragmas import clauses
+    from kernopt.tuner.pragmas import clauses
     src = insert_pragma(LOCAL_ARRAYS, lp, f"#pragma omp parallel for{clauses(lp)}")
     assert "reduction(+:count[:K], plain, sums)" in src and compiles(tmp_path, src) == ""
 

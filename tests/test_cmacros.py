@@ -1,12 +1,12 @@
-"""The file's own macros expanded for the loop analysis (kernopt/agent/cmacros.py): as the preprocessor would,
+"""The file's own macros expanded for the loop analysis (kernopt/tuner/cmacros.py): as the preprocessor would,
 line for line, directives, comments and strings untouched."""
 
 from __future__ import annotations
 
 from pathlib import Path
 
-from kernopt.agent.cmacros import expand
-from kernopt.agent.deps import nests
+from kernopt.tuner.cmacros import expand
+from kernopt.tuner.deps import nests
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -1,4 +1,4 @@
-"""Dependence analysis with isl (kernopt/agent/deps.py): legality answers on hand-written nests, and
+"""Dependence analysis with isl (kernopt/tuner/deps.py): legality answers on hand-written nests, and
 "don't know" wherever a nest is outside the model. No compiler, no sandbox."""
 
 from __future__ import annotations
@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.deps import Nest, nests
+from kernopt.tuner.deps import Nest, nests
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -264,9 +264,9 @@ def test_constant_steps_count_only_the_values_the_loop_takes() -> None:
 
 
 def test_unroll_and_jam_main_and_remainder_loops_are_modelled() -> None:
-    # `i += 4` and the remainder's start `n - 1 - (n - 1 - 1) % 4` (kernopt/agent/unroll.py's output): the i loops
+    # `i += 4` and the remainder's start `n - 1 - (n - 1 - 1) % 4` (kernopt/tuner/unroll.py's output): the i loops
     # of Gauss-Seidel carry its dependence in both; up to 3 remainder rows are not independent, 1 is
-    from kernopt.agent.unroll import unroll_jams
+    from kernopt.tuner.unroll import unroll_jams
 
     for jam in unroll_jams(GAUSS_SEIDEL):
         main, rest = nests(jam.source)
@@ -277,8 +277,8 @@ def test_unroll_and_jam_main_and_remainder_loops_are_modelled() -> None:
 
 def test_a_remainder_of_an_outer_loop_variable_in_a_bound() -> None:
     # lu_rowwise's U part unrolled by 4 inside the i loop: the remainder starts at `n - (n - i) % 4`, a value per i
-    from kernopt.agent.cmacros import expand
-    from kernopt.agent.unroll import unroll_jams
+    from kernopt.tuner.cmacros import expand
+    from kernopt.tuner.unroll import unroll_jams
 
     jam = next(u for u in unroll_jams(expand((ROOT / "tasks/loops/lu_rowwise/kernel.c").read_text()))
                if (u.var, u.factor) == ("j", 4))
@@ -296,7 +296,7 @@ def test_a_remainder_of_an_outer_loop_variable_in_a_bound() -> None:
 
 
 def test_a_tiled_nest_with_clipped_point_loops_is_modelled() -> None:
-    from kernopt.agent.tile import tilings
+    from kernopt.tuner.tile import tilings
     from tests.test_unroll import GEMM_IKJ
 
     tiled = tilings(GEMM_IKJ)[0].source
@@ -488,7 +488,7 @@ HOSTILE = ROOT / "tests" / "data" / "deps_hostile"
                                   "r4_shadow_loopvar", "r4_typedef_rem", "r4_local_u_rem", "r4_local_size_rem",
                                   "r4_cond_unsigned", "r4_cond_u_literal", "r4_pre_u_literal"])
 def test_hostile_kernels_are_never_called_parallel(name: str) -> None:
-    from kernopt.agent.cmacros import expand
+    from kernopt.tuner.cmacros import expand
 
     source = (HOSTILE / f"{name}.c").read_text()
     for nest in nests(expand(source)):

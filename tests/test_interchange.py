@@ -1,4 +1,4 @@
-"""The accumulator-nest interchange (kernopt/agent/interchange.py): where it applies, what it writes,
+"""The accumulator-nest interchange (kernopt/tuner/interchange.py): where it applies, what it writes,
 and that the evaluator verifies what it writes."""
 
 from __future__ import annotations
@@ -8,13 +8,13 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.cloops import _PARSER, _walk
-from kernopt.agent.interchange import LARGE, array_stride, interchanges, stride
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.sandbox import get_sandbox
 from kernopt.task import load_task
+from kernopt.tuner.cloops import _PARSER, _walk
+from kernopt.tuner.interchange import LARGE, array_stride, interchanges, stride
 from tests.conftest import enterable_tmpdir
 
 ROOT = Path(__file__).resolve().parent.parent

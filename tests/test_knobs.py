@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from kernopt.agent.base import SearchState
-from kernopt.agent.tuner import TunerPolicy, all_moves
 from kernopt.candidate import Candidate
 from kernopt.evaluators.knobs import KnobError, apply_knobs, declared_knobs
 from kernopt.task import load_task
+from kernopt.tuner.policy import TunerPolicy, all_moves
 from tests.conftest import REPO
 
 VECTOR_ADD = REPO / "tasks" / "triton" / "vector_add"

@@ -1,4 +1,4 @@
-"""Loop permutation decided by dependence analysis (kernopt/agent/permute.py) and its tuner move: which
+"""Loop permutation decided by dependence analysis (kernopt/tuner/permute.py) and its tuner move: which
 orders it picks, that it keeps the rest of the source, and that the permuted kernel compiles and gives
 the same numbers as the original (gcc, a tiny main on random data)."""
 
@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.permute import permutations
-from kernopt.agent.tuner import permutation_moves
+from kernopt.tuner.permute import permutations
+from kernopt.tuner.policy import permutation_moves
 from tests.test_deps import GAUSS_SEIDEL, GEMM_2D, GEMM_FLAT, JACOBI, TIME_STENCIL, TRISOLVE
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -230,7 +230,7 @@ def test_triangular_bands_are_interchanged_with_the_same_iterations(tmp_path: Pa
 
 
 def test_plus_folds_only_a_trailing_binary_constant() -> None:
-    from kernopt.agent.permute import _plus
+    from kernopt.tuner.permute import _plus
     assert [_plus(t, c) for t, c in [("n", 1), ("n - 1", 1), ("k + 1", 2), ("n * 2 - 3", 3), ("n * -1", 1),
                                      ("n - -1", 1), ("f(n) - 1", 1), ("a ? b : c", 1), ("i", -2)]] == [
         "n + 1", "n", "k + 3", "n * 2", "n * -1 + 1", "n - -1 + 1", "(f(n) - 1) + 1", "(a ? b : c) + 1", "i - 2"]

@@ -10,11 +10,11 @@ import sys
 
 import pytest
 
-from kernopt.agent.tuner import all_moves, compiler_moves
 from kernopt.candidate import Candidate
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.task import load_task
+from kernopt.tuner.policy import all_moves, compiler_moves
 from tests.conftest import REPO, needs
 
 sys.path.insert(0, str(REPO / "bench"))

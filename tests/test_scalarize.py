@@ -1,4 +1,4 @@
-"""Scalar replacement of an in-memory accumulator with a simd reduction (kernopt/agent/scalarize.py): where it is
+"""Scalar replacement of an in-memory accumulator with a simd reduction (kernopt/tuner/scalarize.py): where it is
 legal, what it writes, and that the rewritten kernels compute the same sums to rounding."""
 
 from __future__ import annotations
@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.cmacros import expand
-from kernopt.agent.scalarize import scalarizations
-from kernopt.agent.tuner import permutation_moves
+from kernopt.tuner.cmacros import expand
+from kernopt.tuner.policy import permutation_moves
+from kernopt.tuner.scalarize import scalarizations
 from tests.test_unroll import MATVEC, MATVEC_CALL, RANK_K, RANK_K_CALL, same_results
 
 ROOT = Path(__file__).resolve().parents[1]

@@ -20,12 +20,12 @@ from kernopt.agent.search import (
     normalize_source,
     program_key,
 )
-from kernopt.agent.tuner import TunerPolicy
 from kernopt.candidate import Candidate
 from kernopt.config import SearchConfig
 from kernopt.evaluators.result import EvalResult, TimingStats
 from kernopt.model import ModelBudgetExhausted
 from kernopt.task import load_task
+from kernopt.tuner.policy import TunerPolicy
 from tests.conftest import SMALL_GEMM
 
 

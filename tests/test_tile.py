@@ -1,4 +1,4 @@
-"""Cache tiling decided by dependence analysis (kernopt/agent/tile.py) and its tuner move: which bands and
+"""Cache tiling decided by dependence analysis (kernopt/tuner/tile.py) and its tuner move: which bands and
 loops it tiles, pragmas kept or added, and that every variant compiles and gives bit-identical results to
 the original at n = 1, 7, 33, 65 (none a multiple of 32, 64 or 128): a fully permutable band keeps every
 dependence in order, so nothing is reassociated. The harness is tests/test_unroll.py's."""
@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.tile import tilings
-from kernopt.agent.tuner import tiling_moves
+from kernopt.tuner.policy import tiling_moves
+from kernopt.tuner.tile import tilings
 from tests.test_deps import JACOBI, TIME_STENCIL
 from tests.test_unroll import (
     FLAT_CALL,

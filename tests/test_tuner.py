@@ -1,4 +1,4 @@
-"""The offline tuner policy (kernopt.agent.tuner): moves, prior, dedup, and that every kernel compiles."""
+"""The offline tuner policy (kernopt.tuner.policy): moves, prior, dedup, and that every kernel compiles."""
 
 from __future__ import annotations
 
@@ -10,7 +10,6 @@ from pathlib import Path
 import pytest
 
 from kernopt.agent.base import SearchState
-from kernopt.agent.tuner import TunerPolicy
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import TaskError
@@ -18,6 +17,7 @@ from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator
 from kernopt.evaluators.result import EvalResult, Roofline, TimingStats
 from kernopt.sandbox import get_sandbox
 from kernopt.task import Task, Tunable, load_task
+from kernopt.tuner.policy import TunerPolicy
 from tests.conftest import enterable_tmpdir
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -374,7 +374,7 @@ def test_a_move_that_measured_slower_or_failed_is_not_proposed_again(gemm: Task)
 
 
 def _top_moves(task_dir: str, source: str | None = None, k: int = 3) -> list[str]:
-    from kernopt.agent.tuner import all_moves
+    from kernopt.tuner.policy import all_moves
     task = load_task(Path(task_dir))
     assert isinstance(task, Task)
     src = source if source is not None else task.baseline_source()
@@ -386,7 +386,7 @@ def test_the_loop_inside_a_serial_loop_is_proposed_first() -> None:
     """No fork/join charge for an enclosing loop that runs serially anyway: a time loop that rotates buffers
     (wave2d_f32) or a factorization's step the dependence analysis proves carrying (cholesky_right, after the
     triangular interchange): the loop inside is the first move, ahead of the compiler flags."""
-    from kernopt.agent.permute import permutations
+    from kernopt.tuner.permute import permutations
     assert "on the i loop (line 24)" in _top_moves("tasks/loops/wave2d_f32")[0]  # not the t loop (line 22)
     chol = load_task(Path("tasks/loops/cholesky_right"))
     [p] = permutations(chol.baseline_source())
@@ -437,8 +437,8 @@ HOSTILE = ROOT / "tests/data/deps_hostile"
 
 
 def _edits(name: str) -> list[str]:
-    from kernopt.agent.cmacros import expand
-    from kernopt.agent.pragmas import pragma_edits
+    from kernopt.tuner.cmacros import expand
+    from kernopt.tuner.pragmas import pragma_edits
     source = (HOSTILE / name).read_text()
     return [idea for _, _, idea, _ in pragma_edits(expand(source))]
 
@@ -456,7 +456,7 @@ def test_pragma_moves_on_shapes_a_red_team_found() -> None:
 
 @pytest.mark.parametrize("name", ["r2_o15_long_expr.c", "r2_o16_deep_macro_400.c"])
 def test_code_nested_too_deep_does_not_crash_the_tuner(name: str, tmp_path: Path) -> None:
-    from kernopt.agent.tuner import all_moves
+    from kernopt.tuner.policy import all_moves
     task_dir = tmp_path / "task"
     shutil.copytree(ROOT / "tests/data/small_gemm", task_dir)
     task = load_task(task_dir)
@@ -484,8 +484,8 @@ def test_clauses_on_shapes_a_third_red_team_found() -> None:
 
 
 def test_two_loops_one_line_from_a_macro_get_no_verdict_from_each_other() -> None:
-    from kernopt.agent.cmacros import expand
-    from kernopt.agent.pragmas import pragma_edits
+    from kernopt.tuner.cmacros import expand
+    from kernopt.tuner.pragmas import pragma_edits
     source = expand((HOSTILE / "r3_f9_macro_loop_same_line.c").read_text())
     [best] = [new for new, score, idea, _ in pragma_edits(source) if score >= 100]
     assert "#pragma omp parallel for\n    for (int i = 0; i < (n); i++) b[i] = 0.0;" in best  # the CLEAR loop, not the recurrence

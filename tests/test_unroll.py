@@ -1,4 +1,4 @@
-"""Unroll-and-jam decided by dependence analysis (kernopt/agent/unroll.py) and its tuner move: which loops
+"""Unroll-and-jam decided by dependence analysis (kernopt/tuner/unroll.py) and its tuner move: which loops
 it unrolls, that the rest of the source is kept, and that every variant compiles and gives bit-identical
 results to the original (gcc, one program per kernel that runs the original and each variant on the same
 random data at n = 1, 7, 33, 65). Bit-identical because the copies are the original statements and every
@@ -14,8 +14,8 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.tuner import unroll_moves
-from kernopt.agent.unroll import unroll_jams
+from kernopt.tuner.policy import unroll_moves
+from kernopt.tuner.unroll import unroll_jams
 from tests.test_deps import JACOBI
 
 needs_gcc = pytest.mark.skipif(shutil.which("gcc") is None, reason="gcc not installed")
@@ -218,9 +218,9 @@ def test_parallel_moves_after_unroll_and_jam_are_proven_and_skip_the_remainder()
     # the next greedy step after an unroll-and-jam: `i += 4` and the remainder's `n - n % 4` are modelled, so a
     # `parallel for` goes where the analysis proves it (gemm's main i loop), not on a loop that carries a dependence
     # (Gauss-Seidel's, which the loop patterns alone used to offer), nor on the remainder's at most 3 rows
-    from kernopt.agent.pragmas import pragma_edits
-    from kernopt.agent.tile import tilings
-    from kernopt.agent.wavefront import wavefronts
+    from kernopt.tuner.pragmas import pragma_edits
+    from kernopt.tuner.tile import tilings
+    from kernopt.tuner.wavefront import wavefronts
     from tests.test_deps import GAUSS_SEIDEL
 
     gemm = next(u for u in unroll_jams(GEMM_IKJ) if (u.var, u.factor) == ("i", 4)).source

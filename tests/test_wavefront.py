@@ -1,4 +1,4 @@
-"""The block wavefront move (kernopt/agent/wavefront.py): where the analysis allows it, and that the generated
+"""The block wavefront move (kernopt/tuner/wavefront.py): where the analysis allows it, and that the generated
 schedule computes bit-identical results with several threads."""
 
 from __future__ import annotations
@@ -10,9 +10,9 @@ from pathlib import Path
 
 import pytest
 
-from kernopt.agent.tuner import TunerPolicy
-from kernopt.agent.wavefront import wavefronts
 from kernopt.task import load_task
+from kernopt.tuner.policy import TunerPolicy
+from kernopt.tuner.wavefront import wavefronts
 from tests.conftest import REPO
 from tests.test_tuner import state_for
 

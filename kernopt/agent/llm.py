@@ -445,6 +445,6 @@ class LLMPolicy:
 def hybrid(state: SearchState, candidate: Candidate, k: int) -> list[Candidate]:
     """The offline tuner's top k moves (threads, schedule and clause edits, flags, binding, tunables)
     applied to `candidate`, as the tuner would for a parent; ids already evaluated are skipped."""
-    from kernopt.agent.tuner import TunerPolicy
+    from kernopt.tuner.policy import TunerPolicy
 
     return TunerPolicy().propose(dataclasses.replace(state, parent=candidate), k)

@@ -26,7 +26,7 @@ what they write through their pointer parameters and to globals) and through lib
 Two accesses of one shared object, one a write, race when they may run at once on two threads (same phase, not
 ordered by taskwait, not one thread's, not both under one atomic/critical/ordered/lock) and may touch one element.
 They do not when both are per-thread elements, or both are in one work-sharing loop and either both are the
-iteration's own elements or the polyhedral dependence analysis (kernopt.agent.deps) proves the loop carries no
+iteration's own elements or the polyhedral dependence analysis (kernopt.tuner.deps) proves the loop carries no
 dependence through the object (collapse(k): none of its k loops).
 
 Verdicts. `race`: some conflict is certain: a shared scalar, or an element whose subscript is the same in every
@@ -67,7 +67,6 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Literal
 
-from kernopt.agent.cloops import _field, _text, _walk
 from kernopt.evaluators.c_family.race_static.facts import (
     _ATOMIC_BUILTIN,
     _LOCK_FN,
@@ -81,6 +80,7 @@ from kernopt.evaluators.c_family.race_static.judge import judge
 from kernopt.evaluators.c_family.race_static.records import Finding, _Ctx
 from kernopt.evaluators.c_family.race_static.syntax import _IDENT
 from kernopt.evaluators.c_family.race_static.walk import _Region, _region_roots, _written
+from kernopt.tuner.cloops import _field, _text, _walk
 
 __all__ = ["Finding", "Kind", "StaticVerdict", "check"]  # Finding lives with the other records of the walk
 

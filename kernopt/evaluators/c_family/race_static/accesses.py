@@ -10,7 +10,6 @@ from dataclasses import replace
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _ancestors, _field, _text, _walk
 from kernopt.evaluators.c_family.race_static.facts import (
     _ATOMIC_BUILTIN,
     _LOCK_FN,
@@ -22,6 +21,7 @@ from kernopt.evaluators.c_family.race_static.facts import (
 )
 from kernopt.evaluators.c_family.race_static.records import Finding, _Acc, _Ctx, _Loc
 from kernopt.evaluators.c_family.race_static.syntax import _args, _const_bounds, _loop_var, _squash, _strip, _target_name
+from kernopt.tuner.cloops import _ancestors, _field, _text, _walk
 
 
 class _Accesses:

@@ -10,8 +10,8 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _PARSER, _field, _text, _walk
 from kernopt.evaluators.c_family.race_static.syntax import _IDENT
+from kernopt.tuner.cloops import _PARSER, _field, _text, _walk
 
 _OMP_LINE = re.compile(r"^[ \t]*#[ \t]*pragma[ \t]+omp\b(.*)$")
 _LINE_MARK = re.compile(r"^[ \t]*#[ \t]*(?:line[ \t]+)?(\d+)\b")  # `#line 12 "kernel.c"`, `# 12 "kernel.c" 1`

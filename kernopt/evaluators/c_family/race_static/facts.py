@@ -1,7 +1,7 @@
 """What the static race check (kernopt/evaluators/c_family/race_static.py) knows of the kernel file outside any
 construct: what library functions do to memory, the names each function sees (declarations, pointers initialized
 once outside a construct), summaries of the file's own functions (what they write through their pointer parameters
-and to globals), and the dependence analysis (kernopt.agent.deps) of a work-sharing loop."""
+and to globals), and the dependence analysis (kernopt.tuner.deps) of a work-sharing loop."""
 
 from __future__ import annotations
 
@@ -9,11 +9,11 @@ import re
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _PARSER, _ancestors, _field, _text, _walk
-from kernopt.agent.deps import PURE, Nest, _declarator, _pure_functions
 from kernopt.evaluators.c_family.race_static.directives import _Source
 from kernopt.evaluators.c_family.race_static.records import _LoopCtx
 from kernopt.evaluators.c_family.race_static.syntax import _args, _blank, _find, _root_ident, _strip, _target_name
+from kernopt.tuner.cloops import _PARSER, _ancestors, _field, _text, _walk
+from kernopt.tuner.deps import PURE, Nest, _declarator, _pure_functions
 
 # Functions that read their arguments only and touch no memory of the caller's.
 _READ_ONLY = PURE | frozenset(

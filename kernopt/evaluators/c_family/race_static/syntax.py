@@ -8,7 +8,7 @@ import re
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _field, _text, _walk
+from kernopt.tuner.cloops import _field, _text, _walk
 
 _IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 

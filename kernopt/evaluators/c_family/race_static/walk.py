@@ -9,13 +9,13 @@ from dataclasses import replace
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _ancestors, _field, _text, _walk
-from kernopt.agent.deps import _declarator
 from kernopt.evaluators.c_family.race_static.accesses import _Accesses
 from kernopt.evaluators.c_family.race_static.directives import _KNOWN, _PRIVATE_CLAUSES, _UNSUPPORTED, _const_clause, _Directive, _Source
 from kernopt.evaluators.c_family.race_static.facts import _Checker
 from kernopt.evaluators.c_family.race_static.records import Finding, _Ctx, _Loc, _LoopCtx
 from kernopt.evaluators.c_family.race_static.syntax import _IDENT, _chain, _in, _loop_var, _root_ident, _strip, _target_name
+from kernopt.tuner.cloops import _ancestors, _field, _text, _walk
+from kernopt.tuner.deps import _declarator
 
 
 class _UF:

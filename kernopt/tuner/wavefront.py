@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.loopgen import Header, fresh, indent_at, paren, sites, splice, tile_loop
+from kernopt.tuner.loopgen import Header, fresh, indent_at, paren, sites, splice, tile_loop
 
 SIZES = (64, 128)
 

@@ -1,4 +1,4 @@
-"""Loop permutation for stride-1 access, decided by dependence analysis (kernopt/agent/deps.py).
+"""Loop permutation for stride-1 access, decided by dependence analysis (kernopt/tuner/deps.py).
 
 For every perfect band of an affine nest (`for i for j for k S`, each loop's body exactly the next
 loop, the innermost holding only statements) the move considers every order of the band's loops that
@@ -29,8 +29,8 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _names, _walk, analyze
-from kernopt.agent.deps import Access, Band, Nest, nests
+from kernopt.tuner.cloops import _names, _walk, analyze
+from kernopt.tuner.deps import Access, Band, Nest, nests
 
 LARGE = 2  # a stride that is neither 0 nor 1 element
 

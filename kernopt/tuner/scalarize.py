@@ -22,9 +22,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from kernopt.agent.cloops import _field, _text, analyze
-from kernopt.agent.deps import Nest, nests
-from kernopt.agent.loopgen import header, identifiers
+from kernopt.tuner.cloops import _field, _text, analyze
+from kernopt.tuner.deps import Nest, nests
+from kernopt.tuner.loopgen import header, identifiers
 
 
 @dataclass(frozen=True)

@@ -14,9 +14,9 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import Loop, _field, _names, _text, _walk, analyze
-from kernopt.agent.deps import FEW, Access, Band, Nest, Poly, nests
-from kernopt.agent.permute import _header_end, _rectangular, _references, access_stride
+from kernopt.tuner.cloops import Loop, _field, _names, _text, _walk, analyze
+from kernopt.tuner.deps import FEW, Access, Band, Nest, Poly, nests
+from kernopt.tuner.permute import _header_end, _rectangular, _references, access_stride
 
 _UNSIGNED = re.compile(r"\b(unsigned|size_t|uint\w*_t|uintptr_t)\b")
 _SIMPLE = re.compile(r"^[\w\s+\-*/.\[\]]*$")
@@ -206,5 +206,5 @@ def splice(data: bytes, edits: list[tuple[int, int, bytes]]) -> bytes:
 
 
 def identifiers(source: bytes) -> set[str]:
-    from kernopt.agent.cloops import parse
+    from kernopt.tuner.cloops import parse
     return _names(parse(source).root_node)

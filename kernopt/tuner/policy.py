@@ -12,18 +12,18 @@ import re
 from dataclasses import dataclass, field
 
 from kernopt.agent.base import SearchState
-from kernopt.agent.cmacros import expand
-from kernopt.agent.interchange import interchanges
-from kernopt.agent.permute import permutations
-from kernopt.agent.pragmas import pragma_edits
-from kernopt.agent.scalarize import scalarizations
-from kernopt.agent.tile import tilings
-from kernopt.agent.unroll import unroll_jams
-from kernopt.agent.wavefront import wavefronts
 from kernopt.candidate import Candidate
 from kernopt.evaluators.knobs import declared_knobs, knob_values
 from kernopt.evaluators.result import Roofline
 from kernopt.task import AnyTask, Task
+from kernopt.tuner.cmacros import expand
+from kernopt.tuner.interchange import interchanges
+from kernopt.tuner.permute import permutations
+from kernopt.tuner.pragmas import pragma_edits
+from kernopt.tuner.scalarize import scalarizations
+from kernopt.tuner.tile import tilings
+from kernopt.tuner.unroll import unroll_jams
+from kernopt.tuner.wavefront import wavefronts
 
 _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
           ("-funroll-loops", 50.0, "unroll loops (-funroll-loops)"),
@@ -183,7 +183,7 @@ def roofline_adjust(move: Move, roof: Roofline | None) -> float:
 
 
 def interchange_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
-    """Turn accumulator nests inside out for stride-1 inner loops (kernopt/agent/interchange.py):
+    """Turn accumulator nests inside out for stride-1 inner loops (kernopt/tuner/interchange.py):
     ranked with the best parallel loops, higher the more large-stride references it removes."""
     return [Move(136.0 + 8.0 * x.gain, f"interchange the {x.outer_var} and {x.inner_var} loops (line {x.line + 1}) "
                  f"so the innermost loop walks memory with stride 1", {"files": {**files, kernel: x.source}}, "locality")
@@ -191,7 +191,7 @@ def interchange_moves(kernel: str, source: str, files: dict[str, str]) -> list[M
 
 
 def permutation_moves(kernel: str, source: str, files: dict[str, str], openmp: bool = False) -> list[Move]:
-    """Reorder a perfect nest for stride-1 inner loops where isl proves it legal (kernopt/agent/permute.py):
+    """Reorder a perfect nest for stride-1 inner loops where isl proves it legal (kernopt/tuner/permute.py):
     the array-accumulator matrix product `C[i][j] += A[i][k] * B[k][j]` goes from i-j-k to i-k-j.
     A loop whose body is statements then one loop (`C[i][j] *= beta;` before the k loop) is split first
     where the dependences allow. Ranked as the accumulator interchange is. Where the new innermost loop sums
@@ -215,7 +215,7 @@ def permutation_moves(kernel: str, source: str, files: dict[str, str], openmp: b
 
 def scalar_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """Scalar replacement of an in-memory accumulator with a vectorized reduction where isl proves it legal
-    (kernopt/agent/scalarize.py): a compute move above the compiler flags, below unroll-and-jam."""
+    (kernopt/tuner/scalarize.py): a compute move above the compiler flags, below unroll-and-jam."""
     return [Move(86.0, f"sum into `{sc.target}` in a register with `#pragma omp simd reduction` over the {sc.var} loop "
                  f"(line {sc.line + 1}; legal by dependence analysis{_assumed(sc.assumed)})",
                  {"files": {**files, kernel: sc.source}}, "compute") for sc in scalarizations(source)]
@@ -226,7 +226,7 @@ def _assumed(pairs: tuple[tuple[str, str], ...]) -> str:
 
 
 def unroll_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
-    """Unroll-and-jam (register blocking) where isl proves it legal (kernopt/agent/unroll.py): an outer loop
+    """Unroll-and-jam (register blocking) where isl proves it legal (kernopt/tuner/unroll.py): an outer loop
     of a perfect band unrolled by 2 or 4, the copies jammed into the innermost loop, a remainder loop for
     the last iterations. Below permutation, above flags; higher the more references the copies share, for
     a loop whose copies are independent (it carries no dependence), and for the factor 4. A compute move:
@@ -244,7 +244,7 @@ _TILE_PRIOR = {64: 66.0, 128: 65.0, 32: 64.0}
 
 def tiling_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) -> list[Move]:
     """Cache tiling of a fully permutable band of 2 or 3 loops where isl proves it legal
-    (kernopt/agent/tile.py), one move per tile size (32, 64, 128), every loop that carries reuse tiled.
+    (kernopt/tuner/tile.py), one move per tile size (32, 64, 128), every loop that carries reuse tiled.
     A locality move, after unroll-and-jam and below -march=native: on this VM's 32 MiB L3 a blocked gemm
     measured slower than the plain interchanged one, so it is tried where the cheaper moves are spent.
     An outer `parallel for` stays on the outermost tile loop (added where that loop carries no dependence)."""
@@ -261,7 +261,7 @@ def tiling_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) 
 
 def wavefront_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
     """A block wavefront over two loops that both carry a dependence, where isl proves the band fully permutable
-    (kernopt/agent/wavefront.py): the parallel schedule of an in-place sweep (Gauss-Seidel, SOR), whose loops
+    (kernopt/tuner/wavefront.py): the parallel schedule of an in-place sweep (Gauss-Seidel, SOR), whose loops
     get no parallel-for move. Ranked above unroll-and-jam (on 2 cores, threads are worth more), below interchange."""
     return [Move(118.0 if w.size == 64 else 112.0,
                  f"run the {w.loops[0]}-{w.loops[1]} loops (line {w.line + 1}) as a block wavefront: {w.size}x{w.size} "
@@ -271,7 +271,7 @@ def wavefront_moves(kernel: str, source: str, files: dict[str, str]) -> list[Mov
 
 
 def pragma_moves(kernel: str, source: str, files: dict[str, str]) -> list[Move]:
-    """OpenMP pragma moves (kernopt/agent/pragmas.py): parallel for with its variants, every nest at once, simd, and
+    """OpenMP pragma moves (kernopt/tuner/pragmas.py): parallel for with its variants, every nest at once, simd, and
     clause edits on existing pragmas, on `source` as the analyses read it (the kernel with its macros expanded)."""
     return [Move(score, idea, {"files": {**files, kernel: new}}, kind) for new, score, idea, kind in pragma_edits(source)]
 

@@ -11,8 +11,8 @@ from dataclasses import dataclass, field
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import Loop, _ancestors, _field, _text, _walk, analyze, insert_pragma, parse, rewrite_pragma
-from kernopt.agent.deps import FEW, declared_names, nests
+from kernopt.tuner.cloops import Loop, _ancestors, _field, _text, _walk, analyze, insert_pragma, parse, rewrite_pragma
+from kernopt.tuner.deps import FEW, declared_names, nests
 
 
 def parallel_prior(loop: Loop, loops: list[Loop], proven: frozenset[int] = frozenset(),

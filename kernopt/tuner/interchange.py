@@ -27,7 +27,7 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import (
+from kernopt.tuner.cloops import (
     _ancestors,
     _base,
     _canonical,

@@ -40,8 +40,8 @@ from dataclasses import dataclass, field
 import islpy as isl
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _ancestors, _field, _text, _walk, parse
-from kernopt.agent.cmacros import constants
+from kernopt.tuner.cloops import _ancestors, _field, _text, _walk, parse
+from kernopt.tuner.cmacros import constants
 
 PURE = frozenset({"sqrt", "fabs", "exp", "log", "sin", "cos", "tan", "pow", "fma", "fmin", "fmax", "abs", "labs",
                   "sqrtf", "fabsf", "expf", "logf", "sinf", "cosf", "tanf", "powf", "fmaf", "fminf", "fmaxf",

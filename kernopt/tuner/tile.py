@@ -1,4 +1,4 @@
-"""Cache tiling of a fully permutable band, decided by dependence analysis (kernopt/agent/deps.py).
+"""Cache tiling of a fully permutable band, decided by dependence analysis (kernopt/tuner/deps.py).
 
 A perfect band of two or three loops (the innermost holding only statements) that isl proves fully
 permutable (every dependence distance non-negative on every loop of the band) is tiled: each loop that
@@ -32,9 +32,9 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from kernopt.agent.cloops import Loop, insert_pragma, rewrite_pragma
-from kernopt.agent.deps import Band, Nest
-from kernopt.agent.loopgen import Header, indent_at, sites, splice, temporal, tile_loop
+from kernopt.tuner.cloops import Loop, insert_pragma, rewrite_pragma
+from kernopt.tuner.deps import Band, Nest
+from kernopt.tuner.loopgen import Header, indent_at, sites, splice, temporal, tile_loop
 
 SIZES = (32, 64, 128)
 _PARALLEL_FOR = re.compile(r"#\s*pragma\s+omp\s+parallel\s+for\b")

@@ -1,4 +1,4 @@
-"""Unroll-and-jam (register blocking), decided by dependence analysis (kernopt/agent/deps.py).
+"""Unroll-and-jam (register blocking), decided by dependence analysis (kernopt/tuner/deps.py).
 
 In a perfect band whose innermost loop holds only statements (`for i for k for j S`), an outer loop of
 the band (i) is unrolled by a factor F (2 or 4) and the F copies of the body are jammed into the
@@ -35,9 +35,9 @@ from dataclasses import dataclass
 
 import tree_sitter as ts
 
-from kernopt.agent.cloops import _field, _text, _walk
-from kernopt.agent.deps import Band, Nest
-from kernopt.agent.loopgen import Header, atom, fresh, indent_at, paren, reuse, sites, splice
+from kernopt.tuner.cloops import _field, _text, _walk
+from kernopt.tuner.deps import Band, Nest
+from kernopt.tuner.loopgen import Header, atom, fresh, indent_at, paren, reuse, sites, splice
 
 FACTORS = (2, 4)
 _PARALLEL_FOR = re.compile(r"#\s*pragma\s+omp\s+parallel\s+for\b")

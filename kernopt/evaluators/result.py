@@ -169,6 +169,31 @@ class Roofline(BaseModel):
                 f"({roof} at {self.threads} {unit})")
 
 
+class PairedComparison(BaseModel):
+    """A candidate timed interleaved against the current best's program (same rounds, alternating order),
+    not against the baseline: the search's "new best" decision rests on this ratio, because two speedups
+    from separate evaluations each divide by their own baseline timing (a 1% slower child can read 5-20%
+    worse, or better, by its baseline's luck)."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    best_id: str = Field(description="The best candidate the comparison ran against.")
+    ratio: float = Field(description="median(best) / median(candidate) per call: above 1 = the candidate is faster.")
+    ci_low: float = Field(description="Bootstrap 95% interval of the ratio, low end.")
+    ci_high: float = Field(description="Bootstrap 95% interval of the ratio, high end.")
+    paired_low: float | None = Field(None, description="99% one-sided lower bound of the ratio from the rounds' paired log ratios.")
+    p_value: float = Field(1.0, description="One-sided Mann-Whitney U: candidate faster than the best.")
+    candidate_median_s: float = Field(description="The candidate's median seconds per call in these rounds.")
+    best_median_s: float = Field(description="The best's median seconds per call in these rounds.")
+    machine_busy: bool = Field(False, description="Too many rounds disturbed: never decides for the candidate.")
+    replaces_best: bool = Field(False, description="The decision: the candidate is significantly faster than the best "
+                                "(the evaluator's significance rule applied to the pair).")
+
+    def describe(self) -> str:
+        """'vs best: 0.99x [0.97, 1.01]'."""
+        return f"vs best: {self.ratio:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}]"
+
+
 class EvalResult(BaseModel):
     """Why a candidate passed or failed, with the numbers behind it."""
 
@@ -185,6 +210,9 @@ class EvalResult(BaseModel):
     resources: list[KernelResources] = Field(default_factory=list, description="CUDA: per-kernel registers, spills, shared memory.")
     roofline: Roofline | None = Field(None, description="Achieved GB/s and GFLOP/s against the machine's roofs, for a timed "
                                       "result of a task with a [roofline] table (None otherwise, and in runs logged before it existed).")
+    vs_best: PairedComparison | None = Field(None, description="The candidate timed interleaved against the search's current "
+                                             "best (None: no comparison ran - not verified, not near the best, no best yet, "
+                                             "or runs logged before it existed).")
     compiler_report: str | None = Field(None, description="C family (gcc): a compact report on the candidate's kernel from a "
                                         "second compile of its source that is not linked: which loops of the kernel file gcc "
                                         "vectorized and why not (-fopt-info-vec-optimized/-missed) and each function's stack frame "

@@ -123,14 +123,16 @@ def test_a_real_evaluation_carries_the_report_and_the_prompts_show_it() -> None:
     # it survives the run log's JSON (what a resumed run's prompts are built from)
     assert EvalResult.model_validate_json(r.model_dump_json()).compiler_report == r.compiler_report
 
-    # the planner and the executor see the parent's report: the baseline's at the start ...
+    # the planner and the executor see the parent's report (as prompts show it: outer loops left out, counted) ...
+    from kernopt.prompts import compiler_report as shown
+
     state, _ = state_for(task)
     state.baseline_report = base_report
     model = FakeModel(planner=[PLAN], executor=[executor_answer])
     LLMPolicy(model).propose(state, 1)
     prompts = {role: msgs[0]["content"] for role, msgs in model.calls}
     for role in ("planner", "executor"):
-        assert "## Compiler report on this kernel" in prompts[role] and base_report in prompts[role], role
+        assert "## Compiler report on this kernel" in prompts[role] and shown(base_report) in prompts[role], role
     # ... and an evaluated parent's own
     best = derived(state, IKJ, "i-k-j order")
     state.history.append((best, ok_result(best, 3.0).model_copy(update={"compiler_report": r.compiler_report})))
@@ -138,13 +140,13 @@ def test_a_real_evaluation_carries_the_report_and_the_prompts_show_it() -> None:
     model = FakeModel(planner=[PLAN], executor=[executor_answer])
     LLMPolicy(model).propose(state, 1)
     planner = next(m[0]["content"] for role, m in model.calls if role == "planner")
-    assert r.compiler_report in planner and base_report not in planner
+    assert shown(r.compiler_report) in planner and shown(base_report) not in planner
     # the critic sees the report of the candidate it reviews
     critic_model = FakeModel(critic=['{"diagnosis": "d", "bottleneck": "memory", "next_ideas": []}'])
     LLMCritic(critic_model).critique(state, best, state.history[-1][1])
     critic_prompt = critic_model.calls[0][1][0]["content"]
     assert "Compiler report (gcc -fopt-info-vec and -fstack-usage on this candidate" in critic_prompt
-    assert r.compiler_report in critic_prompt
+    assert shown(r.compiler_report) in critic_prompt and "loop vectorized" in shown(r.compiler_report)
 
 
 def test_no_report_no_section() -> None:

@@ -425,7 +425,7 @@ def test_critic_is_told_whether_the_candidate_was_kept_and_what_the_best_is(task
     LLMCritic(model).critique(state, other, other_r)
     LLMCritic(model).critique(state, best, best_r)
     first, second = (m[0]["content"] for _, m in model.calls)
-    assert f"Standing: not kept; the search goes on from the best so far, {best.id} at 3.500x" in first
+    assert f"Standing: not kept; the search goes on from the best so far, {best.id} at 286 ms per call, 3.500x" in first
     assert "not than the best" in first and "wait = queued for the host's timing lock" in first
     assert "Standing: this candidate is the best so far" in second
 
@@ -534,7 +534,7 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
     state.history.append((done, ok_result(done, 1.5)))
     policy = LLMPolicy(FakeModel())
     common = policy._vars(state)
-    crit = {"diagnosis": "d", "bottleneck": "b", "next_ideas": ["n"]}
+    crit = {"candidate_id": done.id, "diagnosis": "d", "bottleneck": "b", "next_ideas": ["n"]}
     from kernopt.agent.critic import result_vars
     from kernopt.prompts import shared
 
@@ -545,7 +545,8 @@ def _all_vars(task: Task) -> dict[str, dict[str, Any]]:
                      "allowed": allowed_knobs(task, 2)},
         "critic": {**shared(state), "code": PARALLEL, "diff": "", "diff_note": "", "result": result_vars(state.history[0][1]),
                    "candidate": {"id": done.id, "idea": "p", "parent": None, "author": "llm", "knobs": done.knobs()},
-                   "standing": {"kept": False, "best_id": "b", "best_is_baseline": False, "best_speedup": 2.0}},
+                   "standing": {"kept": False, "best_id": "b", "best_is_baseline": False, "best_speedup": 2.0,
+                                "best_time_s": 0.5}},
         "judge": {**common, "critique": None,
                   "proposals": [{"id": "abc", "idea": "tile", "author": "llm", "knobs": done.knobs(), "diff": "+x"}]},
         "retry": {"reason": "r", "expected": "e"},

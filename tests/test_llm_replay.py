@@ -3,25 +3,100 @@ an assistant acting as the model (through ../shared/tools/llm_relay.py) gave to 
 tasks/openmp/gemm. Replayed against the current prompts on tests/data/small_gemm (same signature, small sizes)
 through real HTTP and litellm, every answer must still be usable: the plan parsed (its twelve ideas, three
 taken for a budget of three, the rest logged as dropped), each executor answer a kernel that builds, verifies
-and is faster than the baseline, each critique parsed without the fallback."""
+and is faster than the baseline, each critique parsed without the fallback.
+
+The prompt budget: tests/data/gemm_run12.json is that conversation extended to twelve candidates and run for real
+(bench/prompt_sizes.py --record); each role's prompt at candidates 1, 6 and 12 is rebuilt from it by the real code
+paths and must stay within the sizes docs/llm.md states, with each idea written once and each candidate's time per
+call shown."""
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import subprocess
 import sys
+from functools import cache
 from pathlib import Path
+from types import ModuleType
 from typing import Any
 
 import pytest
 from llm_server import serve
 
+from kernopt.prompts import flat, per_call
 from tests.conftest import REPO, SMALL_GEMM, needs
 
-pytestmark = [pytest.mark.slow, needs("gcc", "clang")]
 ENV_KEY = {"OPENAI_API_KEY": "sk-scripted-not-a-key", "KERNOPT_SANDBOX": "local"}
+# The budget (bytes of one request, all messages) at the twelfth candidate of the recorded gemm run, per role: the
+# sizes measured after "each fact once" (docs/llm.md) with a few hundred bytes of slack for another machine's CPU
+# lines. Before, the same state gave planner 26.1 KB (28.9 KB at the sixth), executor 21.8 KB, critic 16.1 KB.
+BUDGET_AT_12 = {"planner": 22_000, "executor": 20_600, "critic": 16_800, "judge": 16_900, "retry": 20_900}
 
 
+@cache
+def sizes_module() -> ModuleType:
+    spec = importlib.util.spec_from_file_location("prompt_sizes", REPO / "bench" / "prompt_sizes.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+@cache
+def prompts_at(k: int) -> dict[str, str]:
+    m = sizes_module()
+    return {role: "\n".join(x["content"] for x in messages) for role, messages in m.prompts_at(m.load(), k).items()}
+
+
+def test_prompt_sizes_at_the_twelfth_candidate_stay_within_the_budget() -> None:
+    m = sizes_module()
+    run = m.load()
+    assert len(run["evals"]) == 12 and len({c.parent for c, _ in run["evals"]}) > 1  # the search moved: a real parent
+    sizes = m.table(run)
+    for role, limit in BUDGET_AT_12.items():
+        assert sizes[role][12] <= limit, (role, sizes[role])
+    assert sizes["planner"][6] <= BUDGET_AT_12["planner"], sizes["planner"]
+
+
+@pytest.mark.parametrize("k", [6, 12])
+def test_each_idea_is_written_once_in_a_planner_and_an_executor_prompt(k: int) -> None:
+    run = sizes_module().load()
+    for role in ("planner", "executor", "judge"):
+        prompt = flat(prompts_at(k)[role])
+        for cand, _ in run["evals"][: k - 1]:
+            # the planner names every tried idea (in the table, or under "Already tried" when older); the others show
+            # the table only (the last 8, the best and the parent)
+            once = role == "planner" or f"- {cand.id} [" in prompts_at(k)[role]
+            assert prompt.count(flat(cand.idea)) == (1 if once else 0), (role, k, cand.id, prompt.count(flat(cand.idea)))
+    # the critique the planner shows in full is not repeated in the table, and the parent is referred to by id
+    planner = prompts_at(k)["planner"]
+    latest = planner.split("## Latest critique (of ", 1)[1].split(")", 1)[0]
+    assert f"- {latest} [" in planner and "critique: in full below" in planner
+    assert "(idea and outcome in the candidates above)" in planner
+
+
+def test_every_timed_candidate_shows_its_time_per_call_and_its_paired_ratio() -> None:
+    run = sizes_module().load()
+    planner = prompts_at(12)["planner"]
+    rows = [line for line in planner.splitlines() if line.startswith("- ") and " -> " in line]
+    shown = 0
+    for cand, result in run["evals"][:11]:
+        row = next((r for r in rows if r.startswith(f"- {cand.id} [")), None)
+        if row is None or result.timing is None:
+            continue
+        shown += 1
+        assert f"-> {per_call(result.timing.candidate_median_s)}, {result.timing.speedup:.2f}x [" in row, row
+        vs = getattr(result, "vs_best", None)
+        if vs is not None:
+            assert f"vs best {vs.best_id}: {vs.ratio:.2f}x [{vs.ci_low:.2f}, {vs.ci_high:.2f}]" in row, row
+    assert shown >= 8
+    best = planner.split("## Best so far\n", 1)[1].split("\n", 1)[0]
+    assert " per call, " in best, best
+
+
+@pytest.mark.slow
+@needs("gcc", "clang")
 def test_a_real_gemm_conversation_still_works_with_the_current_prompts(tmp_path: Path) -> None:
     import os
 

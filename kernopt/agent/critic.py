@@ -11,7 +11,7 @@ from kernopt.agent.extract import extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
 from kernopt.model import Model
-from kernopt.prompts import clip, diff, flat, one_line, render_bounded, shared
+from kernopt.prompts import clip, compiler_report, diff, flat, one_line, render_bounded, shared
 from kernopt.verdicts import explain, explained
 
 # The parent diff goes to the critic only when it is at most this share of the kernel file: a small
@@ -38,13 +38,15 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
                          "max_abs_err": v.max_abs_err, "max_rel_norm_err": v.max_rel_norm_err,
                          "shapes": v.shapes, "device": v.device},
         "resources": [r.describe() for r in result.resources],
-        "compiler_report": result.compiler_report or "",  # capped by the evaluator (optinfo.py); "" where none
+        "compiler_report": compiler_report(result.compiler_report),  # capped by the evaluator (optinfo.py); "" where none
         "timing": None if t is None else {
             "speedup": t.speedup, "ci_low": t.ci_low, "ci_high": t.ci_high, "p_value": t.p_value,
             "baseline_median_s": t.baseline_median_s, "candidate_median_s": t.candidate_median_s,
             "threads": t.threads, "ranks": t.ranks, "significant": t.significant, "device": t.device,
             "speedup_vs_eager": t.speedup_vs_eager, "speedup_vs_compile": t.speedup_vs_compile},
         "phase_s": dict(result.phase_s), "flags": list(result.flags),
+        # the paired comparison with the best (EvalResult.vs_best, where the evaluator ran one)
+        "vs_best": vs.model_dump() if (vs := getattr(result, "vs_best", None)) is not None else None,
         # one line per verdict shown, from kernopt.verdicts
         "notes": {"status": explain(result.status), "race": explain(v.race_check),
                   "significance": explain("significant" if t is not None and t.significant else "not significant"),
@@ -124,7 +126,7 @@ class LLMCritic:
         parent = find_candidate(state, candidate.parent)
         change, change_note = critic_diff(parent.files.get(kernel, "") if parent is not None else None, code, kernel)
         prompt = render_bounded(
-            "critic", self.prompt_chars, shared(state, last=self.history), code=code,
+            "critic", self.prompt_chars, shared(state, last=self.history, elsewhere=(candidate.id,)), code=code,
             candidate={"id": candidate.id, "idea": candidate.idea.strip() or "(no idea given)",
                        "parent": candidate.parent, "author": candidate.author, "knobs": candidate.knobs()},
             diff=change, diff_note=change_note, result=result_vars(result, self.log_chars),
@@ -139,4 +141,5 @@ def standing(state: SearchState, candidate: Candidate) -> dict[str, object]:
     best = state.parent
     r = state.result_of(best.id)
     return {"kept": best.id == candidate.id, "best_id": best.id, "best_is_baseline": best.id == state.baseline.id,
-            "best_speedup": r.speedup if r is not None and r.timing is not None else None}
+            "best_speedup": r.speedup if r is not None and r.timing is not None else None,
+            "best_time_s": r.timing.candidate_median_s if r is not None and r.timing is not None else None}

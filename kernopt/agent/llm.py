@@ -51,7 +51,7 @@ from kernopt.candidate import Candidate
 from kernopt.evaluators import static_check
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.model import Completion, Message, Model
-from kernopt.prompts import one_line, outcome, render, render_bounded, shared
+from kernopt.prompts import compiler_report, one_line, outcome, render, render_bounded, shared
 from kernopt.task import AnyTask as Task
 from kernopt.task import Task as CTask
 
@@ -303,16 +303,18 @@ class LLMPolicy:
                 return state.critiques[c.id]
         return None
 
-    def _vars(self, state: SearchState) -> dict[str, Any]:
+    def _vars(self, state: SearchState, critique: Critique | None = None) -> dict[str, Any]:
+        """shared() and the parent; `critique`: the one the prompt shows in full (the table then refers to it)."""
         parent = state.parent
         result = state.result_of(parent.id)
-        return {**shared(state, last=self.history, gamma=self.gamma), "code": parent.files.get(state.task.kernel, ""),
+        below = critique.candidate_id if critique is not None else None
+        return {**shared(state, last=self.history, gamma=self.gamma, critique_below=below), "code": parent.files.get(state.task.kernel, ""),
                 "parent": {"id": parent.id, "idea": parent.idea.strip() or "(no idea given)", "knobs": parent.knobs(),
                            "outcome": outcome(result) if result else
                            ("the baseline (speedup 1.00 by definition)" if parent.id == state.baseline.id else "not evaluated"),
                            # gcc's vectorization and stack report on the parent (evaluator-made, capped; "" where none)
-                           "report": (result.compiler_report if result else
-                                      state.baseline_report if parent.id == state.baseline.id else None) or ""}}
+                           "report": compiler_report(result.compiler_report if result else
+                                                     state.baseline_report if parent.id == state.baseline.id else None)}}
 
     def render_bounded(self, name: str, common: dict[str, Any], **variables: Any) -> str:
         """Render a role's prompt within `prompt_chars`: texts passed between roles (ideas, critiques,
@@ -356,8 +358,10 @@ class LLMPolicy:
         avoid_norm = {norm(a) for a in avoid}
         kinds = kinds_for(state.task)
         critique = self._latest_critique(state)
-        prompt = self.render_bounded("planner", self._vars(state), critique=critique.model_dump() if critique else None,
-                                     avoid=avoid[-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
+        common = self._vars(state, critique)
+        shown = {norm(h["idea"]) for h in common["history"]}  # the table's ideas are tried already, and said so once
+        prompt = self.render_bounded("planner", common, critique=critique.model_dump() if critique else None,
+                                     avoid=[a for a in avoid if norm(a) not in shown][-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
                                      stacking=self.sequential, allowed=allowed_knobs(state.task, state.cores),
                                      pending=[i.model_dump() for i in pending or []])
         dropped: list[str] = []
@@ -392,7 +396,7 @@ class LLMPolicy:
         task = state.task
         allowed = allowed_knobs(task, state.cores)
         critique = state.critiques.get(state.parent.id)
-        prompt = self.render_bounded("executor", self._vars(state), critique=critique.model_dump() if critique else None,
+        prompt = self.render_bounded("executor", self._vars(state, critique), critique=critique.model_dump() if critique else None,
                                      idea=idea.model_dump(), allowed=allowed)
         expected = (f"the complete {task.kernel} in one fenced block (```{task.language} {task.kernel}), then, only "
                     f"if knobs change, one ```json block of knobs")

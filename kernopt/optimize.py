@@ -16,10 +16,10 @@ from kernopt.config import RunConfig
 from kernopt.errors import UserError
 from kernopt.estimate import for_run
 from kernopt.evaluators import get_evaluator
-from kernopt.evaluators.result import EvalResult
+from kernopt.evaluators.result import EvalResult, VerifiedBest
 from kernopt.hw.probe import profile_for_task
 from kernopt.model import Model, get_model
-from kernopt.runs import RunStore
+from kernopt.runs import RunStore, phase_summary
 from kernopt.sandbox import Sandbox, get_sandbox
 from kernopt.task import AnyTask as Task
 from kernopt.task import load_task
@@ -82,11 +82,11 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         hooks.on_estimate(est.per_candidate_s, est.text)
     refined = False
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: VerifiedBest | None) -> tuple[EvalResult, bool]:
         nonlocal refined, left
-        if c.id in done:
+        if c.id in done:  # its logged vs_best decides again as it did: a resumed run rebuilds the same best
             return done[c.id][1], True
-        r = evaluator.evaluate(c)
+        r = evaluator.evaluate(c, best)
         left -= 1
         if not refined and r.timing is not None:  # the baseline's call time is known now: a sharper estimate
             refined = True
@@ -109,7 +109,9 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
             state.baseline_report = baseline_report(evaluator)
         search = get_search(config.search, policy, evaluate, hooks, value=value)
         best = search.run(state)
+        confirming = time.monotonic()
         best, final, refuted = confirm_best(best, state.history, store, evaluator, hooks)
+        confirm_s = time.monotonic() - confirming
         if best is not None and final is not None:
             winner, verdict = best[0], final
         else:
@@ -121,6 +123,7 @@ def run_optimize(store: RunStore, hooks: Hooks, resumed: bool = False, sandbox: 
         summary = make_summary(store, task, config, state.history, best, final, time.monotonic() - started)
         if build:  # the compile line of best/BUILD, for the summary
             summary["best_build"] = build.splitlines()[1]
+        summary["confirm_s"] = round(confirm_s, 1)  # re-measuring the best in a fresh sandbox (0 when resumed after it)
         if refuted:
             summary["refuted"] = refuted
         summary["stopped_by"] = search.stop_reason
@@ -202,6 +205,9 @@ def make_summary(store: RunStore, task: Task, config: RunConfig, history: list[t
         "race_check": "on" if config.eval.race_check else "off",
         "race_checks": dict(collections.Counter(r.verification.race_check for _, r in history if r.verification.race_check != "not_run")),
         "flags": dict(collections.Counter(f for _, r in history for f in r.flags)),  # review flags, counted over candidates
+        # Where the candidates' time went, per phase (lock wait, build, verify, race, time, recheck, vs_best): each guard's cost
+        "phases": phase_summary([r for _, r in history]),
+        "compared_with_best": sum(1 for _, r in history if r.vs_best is not None),
     }
     if best is not None and final is not None:
         c, r = best

@@ -181,6 +181,29 @@ class RunStore:
 
 
 # ---------------------------------------------------------------- logs and locks (runs and benches alike)
+# The phases of an evaluation (EvalResult.phase_s) in the order they run; "wait" is time spent waiting for the host
+# lock (placement.hold), "recheck" the second timing of an implausible or inconsistent result, "vs_best" the paired
+# timing against the search's best (with the best's build), "last" the phase a failed evaluation ended in.
+PHASES = ("wait", "build", "verify", "race", "time", "recheck", "vs_best", "last")
+
+
+def phase_summary(results: list[EvalResult]) -> dict[str, dict[str, float]]:
+    """Where the candidates' evaluation time went, per phase: the total seconds over the candidates, the median over
+    the candidates that had the phase, and how many had it. Phases in PHASES order, any other after."""
+    per: dict[str, list[float]] = {}
+    for r in results:
+        for name, s in r.phase_s.items():
+            per.setdefault(name, []).append(s)
+    order = [p for p in PHASES if p in per] + sorted(set(per) - set(PHASES))
+    out: dict[str, dict[str, float]] = {}
+    for name in order:
+        xs = sorted(per[name])
+        mid = len(xs) // 2
+        out[name] = {"total_s": round(sum(xs), 3), "median_s": round(xs[mid] if len(xs) % 2 else (xs[mid - 1] + xs[mid]) / 2, 3),
+                     "candidates": len(xs)}
+    return out
+
+
 def append_line(path: Path, line: str) -> None:
     """Append one line to a log, flushed and fsynced; a torn last line left by a killed writer is ended first."""
     with open(path, "a+b") as f:

@@ -27,9 +27,9 @@ from rich.text import Text
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
 from kernopt.estimate import bench_eta_s, eta_s, fmt_duration
-from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent
+from kernopt.evaluators.result import EvalResult, Roofline, fmt_percent, fmt_seconds
 from kernopt.model import Spend
-from kernopt.runs import RunStore
+from kernopt.runs import RunStore, phase_summary
 from kernopt.verdicts import explain, legend, shown
 
 if TYPE_CHECKING:
@@ -40,9 +40,13 @@ STATUS_STYLE = {"ok": "green", "unverified": "cyan", "wrong_answer": "red", "rej
 
 
 def fmt_speedup(r: EvalResult) -> str:
+    """'34.1 ms, 24.4x [23.1, 25.0]': the candidate's own median time per call beside its speedup over the baseline
+    (which divides by that evaluation's baseline timing), and, when it was timed against the best, that ratio:
+    '; vs best: 0.99x [0.97, 1.01]' (issue 28)."""
     if r.speedup is None or r.timing is None:
         return "-"
-    return f"{r.speedup:.2f}x [{r.timing.ci_low:.2f}, {r.timing.ci_high:.2f}]"
+    out = f"{fmt_seconds(r.timing.candidate_median_s)}, {r.speedup:.2f}x [{r.timing.ci_low:.2f}, {r.timing.ci_high:.2f}]"
+    return out + (f"; {r.vs_best.describe()}" if r.vs_best is not None else "")
 
 
 def fmt_status(r: EvalResult) -> str:
@@ -178,7 +182,7 @@ class ProgressHooks(Hooks):
         mark = " [bold green]★ new best[/]" if best is not None and best[0].id == candidate.id else ""
         detail = fmt_speedup(result) if result.status == "ok" and result.timing else result.reason
         # ideas and reasons come from models and compilers: "a[i]" is text, not markup
-        self.console.print(f"  {candidate.id} [{style}]{fmt_status(result):<15}[/] {escape(detail[:110])}{mark}"
+        self.console.print(f"  {candidate.id} [{style}]{fmt_status(result):<15}[/] {escape(detail[:150])}{mark}"
                            f"[dim]{tag} — {escape(candidate.idea[:80])}[/]", highlight=False, soft_wrap=True)
         for flag in result.flags:  # each flag's meaning under the first line that shows it
             if flag not in self.explained and explain(flag):
@@ -238,6 +242,8 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
         console.print(f"[yellow]note:[/] {escape(str(s['note']))}", highlight=False)
     counts = ", ".join(f"{k} {v}" for k, v in sorted(s.get("statuses", {}).items()))
     console.print(f"candidates: {s['candidates']} ({counts}); elapsed {s['elapsed_s']:.0f}s", highlight=False)
+    if s.get("phases"):
+        console.print(phase_line(s), highlight=False, soft_wrap=True)
     for line in race_lines(s):
         console.print(line, highlight=False)
     if s.get("spend"):
@@ -247,6 +253,13 @@ def print_summary(console: Console, s: dict[str, Any], run_dir: Path) -> None:
     for line in summary_legend(s):
         console.print(line, highlight=False, soft_wrap=True)
     console.print(f"run directory: {run_dir}", highlight=False)
+
+
+def phase_line(s: dict[str, Any]) -> str:
+    """'time per phase (total, median per candidate): build 4.1 s (0.7 s) · time 61 s (11 s) · ...; re-measuring the best 30 s'."""
+    parts = [f"{name} {p['total_s']:.1f} s ({p['median_s']:.1f} s)" for name, p in (s.get("phases") or {}).items()]
+    confirm = f"; re-measuring the best {s['confirm_s']:.0f} s" if s.get("confirm_s") else ""
+    return "time per phase (total, median per candidate): " + " · ".join(parts) + confirm
 
 
 def summary_legend(s: dict[str, Any]) -> list[str]:
@@ -355,6 +368,9 @@ def print_run(console: Console, store: RunStore) -> None:
     console.print(table)
     if s.get("best_candidate"):
         console.print(f"best: {s['best_candidate']} {s['best_speedup']:.2f}x (re-measured); files in {store.root / 'best'}")
+    results = [r for _, r in store.evaluated().values()]
+    if results:  # from the log, so an unfinished run shows it too
+        console.print(phase_line({**s, "phases": phase_summary(results)}), highlight=False, soft_wrap=True)
 
 
 # --------------------------------------------------------------------------- bench

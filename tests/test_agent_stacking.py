@@ -51,7 +51,7 @@ def executor_step(idea: str, code: str) -> dict[str, Any]:
     return {"match": r"## The idea to implement \(\w+\)\n" + re.escape(idea), "repeat": True, "content": f"```c kernel.c\n{code}```"}
 
 
-def evaluate_by_code(c: Candidate) -> tuple[EvalResult, bool]:
+def evaluate_by_code(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
     return ok_result(c, SPEEDUP[c.files["kernel.c"]]), False
 
 
@@ -264,7 +264,7 @@ def test_the_rest_of_a_plan_is_revised_after_three_ideas(task: Task) -> None:
     codes = [PARALLEL, INTERCHANGE, TILED, PARALLEL + "\n// five\n", TILED + "\n// four\n"]
     model = FakeModel(planner=[json.dumps(plan5), json.dumps(revised)], executor=[f"```c kernel.c\n{c}```" for c in codes])
     state, events = state_for(task)
-    GreedySearch(SearchConfig(max_candidates=5, batch=4), LLMPolicy(model), lambda c: (ok_result(c, 1.5), False), Hooks()).run(state)
+    GreedySearch(SearchConfig(max_candidates=5, batch=4), LLMPolicy(model), lambda c, _best: (ok_result(c, 1.5), False), Hooks()).run(state)
     assert model.roles() == ["planner", "executor", "executor", "executor", "planner", "executor", "executor"]
     second = [m for r, m in model.calls if r == "planner"][1][-1]["content"]
     assert "## Your previous plan, not yet executed" in second and "- idea 4 (because 4)" in second and "- idea 5" in second

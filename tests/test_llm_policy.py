@@ -614,7 +614,7 @@ def test_answers_that_break_parsers_never_crash_the_run(task: Task) -> None:
     state, events = state_for(task)
     seen: list[Candidate] = []
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         seen.append(c)
         return ok_result(c, 1.5), False
 

@@ -78,7 +78,7 @@ def run(search_cls: type, budget: int) -> tuple[GreedySearch | BestOfNSearch, Ch
     state = make_state()
     evaluated: list[str] = []
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         evaluated.append(c.id)
         s = speed_of(c)
         return verdict(c, s, significant=s is not None and s > 1.0), False
@@ -100,7 +100,7 @@ def test_greedy_refines_the_best_and_respects_the_budget() -> None:
 
 def test_greedy_stops_after_patience_without_improvement() -> None:
     search = GreedySearch(SearchConfig(max_candidates=1000, batch=4, patience=2), ChainPolicy(),
-                          lambda c: (verdict(c, 1.0, significant=False), False), Hooks())
+                          lambda c, _best: (verdict(c, 1.0, significant=False), False), Hooks())
     assert search.run(make_state()) is None
     assert search.used == 8  # two batches without improvement, then stop
 
@@ -115,7 +115,7 @@ def test_not_significant_never_becomes_best() -> None:
     policy = ChainPolicy()
     state = make_state()
     search = GreedySearch(SearchConfig(max_candidates=6), policy,
-                          lambda c: (verdict(c, 3.0, significant=False), False), Hooks())
+                          lambda c, _best: (verdict(c, 3.0, significant=False), False), Hooks())
     assert search.run(state) is None
 
 
@@ -130,7 +130,7 @@ def test_greedy_builds_on_a_promising_unproven_candidate() -> None:
         def on_message(self, text: str) -> None:
             messages.append(text)
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         ones = sum(1 for s in c.idea.split("/")[1:] if s == "1")
         return verdict(c, 1.3 ** ones, significant=ones >= 2), False
 
@@ -141,7 +141,7 @@ def test_greedy_builds_on_a_promising_unproven_candidate() -> None:
     assert any("builds on" in m and "not proven" in m for m in messages)
     # a candidate under LEAD x its parent is no lead: the next round refines the same parent
     flat = GreedySearch(SearchConfig(max_candidates=8, batch=4, patience=2), ChainPolicy(),
-                        lambda c: (verdict(c, 1.04, significant=False), False), Hooks())
+                        lambda c, _best: (verdict(c, 1.04, significant=False), False), Hooks())
     flat_state = make_state()
     flat.run(flat_state)
     assert {c.parent for c, _ in flat_state.history} == {flat_state.baseline.id}
@@ -208,7 +208,7 @@ def search_on_landscape(type_: str, budget: int, policy: ChainPolicy | None = No
     state.log = lambda type_, **fields: events.append((type_, fields))
     evaluated: list[str] = []
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         evaluated.append(c.id)
         s = landscape(c)
         return verdict(c, s, significant=s is not None and s > 1.0), False
@@ -247,7 +247,7 @@ def test_every_strategy_uses_the_budget_exactly_and_returns_the_true_best(type_:
 def test_get_search_picks_each_strategy_by_name() -> None:
     names = {"greedy": GreedySearch, "best-of-n": BestOfNSearch, "beam": BeamSearch, "tree": TreeSearch, "evolve": EvolveSearch}
     for name, cls in names.items():
-        assert type(get_search(SearchConfig(type=name), ChainPolicy(), lambda c: (verdict(c, 1.0), False), Hooks())) is cls
+        assert type(get_search(SearchConfig(type=name), ChainPolicy(), lambda c, _best: (verdict(c, 1.0), False), Hooks())) is cls
 
 
 def test_beam_expands_the_best_width_candidates_and_spreads_the_batch() -> None:
@@ -271,7 +271,7 @@ def test_beam_expands_the_best_width_candidates_and_spreads_the_batch() -> None:
 def test_beam_falls_back_to_the_baseline_while_nothing_is_verified() -> None:
     policy = RecordingPolicy()
     search = BeamSearch(SearchConfig(max_candidates=8, batch=4, beam_width=3), policy,
-                        lambda c: (verdict(c, None), False), Hooks())
+                        lambda c, _best: (verdict(c, None), False), Hooks())
     assert search.run(make_state()) is None
     assert {p.idea for p, _, _ in policy.calls} == {"base"} and search.used == 8
 
@@ -345,7 +345,7 @@ def test_evolve_rejects_duplicate_programs_unevaluated() -> None:
     evaluated: list[Candidate] = []
     hooks = Messages()
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         evaluated.append(c)
         return verdict(c, 1.2), False
 
@@ -376,7 +376,7 @@ def test_evolve_migrates_each_islands_best_to_the_next() -> None:
     state = make_state()
     state.log = lambda t, **f: snapshots.append((f, [{c.id for _, c in isl} for isl in search_holder[0].islands])) if t == "migrate" else None
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         s = landscape(c)
         return verdict(c, s, significant=s is not None and s > 1.0), False
 
@@ -423,7 +423,7 @@ def test_new_strategies_drive_the_offline_tuner(type_: str) -> None:
     state.baseline = state.parent = base
     evaluated: list[str] = []
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         evaluated.append(c.id)
         speed = 1.0 + 0.3 * ("parallel for" in c.files[state.task.kernel]) + 0.1 * ("-march=native" in c.cflags)
         return verdict(c, speed, significant=speed > 1.0), False

@@ -114,7 +114,7 @@ def test_llm_judge_reranks_a_search_and_the_scores_are_logged() -> None:
     props = Policy().propose(state, 2)
     model = FakeModel(json.dumps({"scores": [{"id": props[0].id, "score": 1}, {"id": props[1].id, "score": 9}]}))
     search = get_search(SearchConfig(type="greedy", max_candidates=1, batch=2, keep=1, value="llm"), Policy(),
-                        lambda c: (verdict(c, 1.5), False), Hooks(), get_value_model(SearchConfig(value="llm"), model))
+                        lambda c, _best: (verdict(c, 1.5), False), Hooks(), get_value_model(SearchConfig(value="llm"), model))
     best = search.run(state)
     assert best is not None and best[0].idea == "second"  # the judge's favourite went first, the other was pruned
     assert events[0] == ("value", {"model": "llm", "scores": {props[0].id: 1.0, props[1].id: 9.0}, "kept": [props[1].id]})
@@ -216,7 +216,7 @@ def test_train_fits_and_reports_a_held_out_rank_correlation(tmp_path: Path) -> N
 
     evaluated: list[str] = []
 
-    def evaluate(c: Candidate) -> tuple[EvalResult, bool]:
+    def evaluate(c: Candidate, best: object = None) -> tuple[EvalResult, bool]:
         evaluated.append(c.idea)
         return verdict(c, 1.2), False
 

@@ -1,8 +1,8 @@
 """Search strategies: which proposals get evaluated, under one budget, maximizing the best verified reward.
 
 The run's value is the best verified candidate ever seen (max-reward), not an average. A candidate
-becomes the best only when it is verified and significantly faster (its whole confidence interval
-above 1) and faster than the previous best.
+becomes the best only when it is verified and significantly faster than the baseline (its whole
+confidence interval above 1) and proven faster than the previous best in paired timing (is_better).
 
 Every strategy shares `_Base`: the candidate and wall-clock budget, the hooks, the evaluation, the
 best so far, and the value-model step that reranks (and, with `keep`, prunes) proposals before they
@@ -25,11 +25,13 @@ from typing import Protocol
 from kernopt.agent.base import Policy, SearchState, ValueModel
 from kernopt.candidate import Candidate
 from kernopt.config import SearchConfig
-from kernopt.evaluators.result import EvalResult
+from kernopt.evaluators.result import EvalResult, VerifiedBest
 from kernopt.model import ModelBudgetExhausted
 
-# evaluate(candidate) -> (result, cached): cached is True when the run log already had it (resume).
-EvaluateFn = Callable[[Candidate], tuple[EvalResult, bool]]
+# evaluate(candidate, best) -> (result, cached): best is the search's verified best (None before there is one), which
+# the evaluator times a candidate against when it may beat it (EvalResult.vs_best); cached is True when the run log
+# already had the result (resume: its vs_best is the logged one, so the same decisions follow).
+EvaluateFn = Callable[[Candidate, VerifiedBest | None], tuple[EvalResult, bool]]
 
 
 class Hooks:
@@ -55,9 +57,25 @@ class BudgetExhausted(Exception):
 
 
 def is_better(result: EvalResult, best: tuple[Candidate, EvalResult] | None) -> bool:
+    """Whether a result replaces the best. It must be significantly faster than the baseline; the first such is the
+    best. After that, two speedups from separate evaluations are not compared: each divides by its own timing of the
+    baseline, and those were seen 20% apart on one gemm (three layouts at 34.1-34.3 ms per call read 24.4x, 23.0x
+    and 20.2x). The evaluator times a candidate that may beat the best against the best's program in the same rounds
+    (vs_best); it replaces the best only when that paired comparison is significant by the evaluator's own rule
+    (bootstrap interval, rank test and paired bound all above 1). A comparison that could not be made
+    (vs_best_failed) keeps the best. A result with no comparison falls back to comparing the speedups: from the C
+    family that is a candidate not near the best (VerifiedBest.may_be_beaten: its interval's top below 0.9 x the
+    best's speedup, so its speedup is lower too, and it keeps the best); otherwise an evaluator that never compares
+    (the torch family) or a result logged before comparisons existed."""
     if not result.faster or result.speedup is None:
         return False
-    return best is None or result.speedup > (best[1].speedup or 0.0)
+    if best is None:
+        return True
+    if result.vs_best is not None:
+        return result.vs_best.best_id == best[0].id and result.vs_best.replaces_best
+    if "vs_best_failed" in result.flags:
+        return False
+    return result.speedup > (best[1].speedup or 0.0)
 
 
 LEAD = 1.05  # a verified candidate this much faster than its parent (point estimate) is worth building on
@@ -119,7 +137,7 @@ class _Base:
         """Evaluate one candidate under the budget; returns True when it became the new best."""
         self._check_budget()
         self.hooks.on_eval_start(candidate, self.used + 1, self.config.max_candidates)
-        result, cached = self._evaluate(candidate)
+        result, cached = self._evaluate(candidate, self.verified_best())
         self.used += 1
         state.history.append((candidate, result))
         better = is_better(result, self.best)
@@ -127,6 +145,10 @@ class _Base:
             self.best = (candidate, result)
         self.hooks.on_eval_done(candidate, result, cached, self.best)
         return better
+
+    def verified_best(self) -> VerifiedBest | None:
+        """The best as the evaluator is told of it: whom to time a candidate against, what plausibility is judged by."""
+        return VerifiedBest.of(*self.best) if self.best is not None else None
 
     def propose(self, state: SearchState, parent: Candidate, n: int) -> list[Candidate]:
         """Up to n proposals refining `parent` (set as state.parent), none already evaluated, no id twice.

@@ -13,7 +13,7 @@ from typing import TYPE_CHECKING, Protocol
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.evaluators.base import PhaseFn
-from kernopt.evaluators.result import EvalResult
+from kernopt.evaluators.result import EvalResult, VerifiedBest
 from kernopt.sandbox import Sandbox
 from kernopt.task import AnyTask
 
@@ -27,7 +27,8 @@ class Evaluator(Protocol):
 
     on_phase: PhaseFn | None
 
-    def evaluate(self, candidate: Candidate) -> EvalResult: ...
+    def evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
+        """`best`: the search's verified best, for plausibility and the paired comparison (vs_best)."""
 
     def remeasure(self, candidate: Candidate) -> EvalResult: ...
 

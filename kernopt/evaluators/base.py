@@ -18,7 +18,7 @@ from kernopt import placement
 from kernopt.candidate import Candidate
 from kernopt.config import EvalConfig
 from kernopt.errors import InfraError
-from kernopt.evaluators.result import TimingStats
+from kernopt.evaluators.result import TimingStats, VerifiedBest
 from kernopt.sandbox import ExecResult, Limits, Sandbox
 
 
@@ -98,10 +98,13 @@ class SandboxedEvaluator:
             with contextlib.suppress(Exception):
                 self.on_phase(text)
 
-    def timing_flags(self, timing: TimingStats) -> list[str]:
+    def timing_flags(self, timing: TimingStats, best: VerifiedBest | None = None) -> list[str]:
         """Review flags of a timed result, the evaluation's and the re-measurement's alike (the summary reports
-        the re-measurement's: a 485x cuda-c speedup on the H100 once came without its implausible_speedup flag)."""
-        flags = ["implausible_speedup"] if timing.speedup > self.config.plausible_max_speedup else []
+        the re-measurement's: a 485x cuda-c speedup on the H100 once came without its implausible_speedup flag).
+        A speedup above plausible_max_speedup is implausible unless it is within PLAUSIBLE_JUMP of the search's
+        verified best (`best`): after a verified 17x, an 18x is no surprise; the recheck is for jumps."""
+        implausible = timing.speedup > self.config.plausible_max_speedup and not (best is not None and best.plausible(timing.speedup))
+        flags = ["implausible_speedup"] if implausible else []
         return flags + ([] if timing.consistent else ["timing_inconsistent"]) + (["machine_busy"] if timing.machine_busy else [])
 
     @contextlib.contextmanager

@@ -7,8 +7,17 @@ from typing import Literal
 
 from pydantic import BaseModel, ConfigDict, Field
 
+from kernopt.candidate import Candidate
+
 # A candidate is faster only when the rank test's p-value is below this level (see stats.py).
 SIGNIFICANCE = 0.01
+# A verified candidate is timed against the search's best (PairedComparison) when it may beat it: its baseline-relative
+# interval reaches PAIR_MARGIN x the best's speedup, or its own median time per call is within 1 / PAIR_MARGIN of the
+# best's. Separate evaluations' baseline timings were seen 20% apart (0.832 s vs 0.692 s on one gemm): a margin of 10%
+# on either figure lets a truly faster candidate through to the paired timing, which alone decides.
+PAIR_MARGIN = 0.9
+# A speedup up to this factor above the verified best's is no jump: not implausible, no recheck (issue 28).
+PLAUSIBLE_JUMP = 2.0
 
 Status = Literal["ok", "unverified", "compile_error", "runtime_error", "timeout", "wrong_answer", "rejected", "infra_error"]
 # "unverified": built (and for CUDA: its resource report read) but not run, because the target's
@@ -128,6 +137,14 @@ def _num(x: float) -> str:
     return f"{x:.0f}" if abs(x) >= 100 else (f"{x:.1f}" if abs(x) >= 10 else (f"{x:.2f}" if abs(x) >= 0.01 else f"{x:.2g}"))
 
 
+def fmt_seconds(s: float) -> str:
+    """A time per call with 3 significant figures in a fitting unit: '34.1 ms', '1.23 s', '512 us'."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("us", 1e-6)):
+        if abs(s) >= scale or unit == "us":
+            return f"{_num(s / scale)} {unit}"
+    return f"{s} s"  # unreachable
+
+
 def fmt_percent(fraction: float) -> str:
     """A fraction as a percentage with sensible digits: '38%', '4.2%', '0.031%'."""
     pct = 100 * fraction
@@ -189,9 +206,46 @@ class PairedComparison(BaseModel):
     replaces_best: bool = Field(False, description="The decision: the candidate is significantly faster than the best "
                                 "(the evaluator's significance rule applied to the pair).")
 
+    @classmethod
+    def of(cls, best_id: str, timing: TimingStats) -> PairedComparison:
+        """The comparison from a TimingStats whose 'baseline' side was the best's program: the decision is the
+        evaluator's significance rule (TimingStats.significant) applied to the pair."""
+        return cls(best_id=best_id, ratio=timing.speedup, ci_low=timing.ci_low, ci_high=timing.ci_high,
+                   paired_low=timing.paired_low, p_value=timing.p_value, candidate_median_s=timing.candidate_median_s,
+                   best_median_s=timing.baseline_median_s, machine_busy=timing.machine_busy, replaces_best=timing.significant)
+
     def describe(self) -> str:
         """'vs best: 0.99x [0.97, 1.01]'."""
         return f"vs best: {self.ratio:.2f}x [{self.ci_low:.2f}, {self.ci_high:.2f}]"
+
+
+class VerifiedBest(BaseModel):
+    """What an evaluation is told of the search's current best (set by the search, passed to the evaluator
+    explicitly): whom to time a candidate against, and the verified speedup that plausibility is judged
+    against. A best is verified: significantly faster than the baseline in its evaluation, rechecked there
+    in fresh processes if it was implausible, and proven faster than the best before it in paired timing."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    candidate: Candidate
+    speedup: float = Field(description="Its baseline-relative speedup, from its own evaluation.")
+    median_s: float = Field(description="Its median seconds per call in that evaluation.")
+
+    @classmethod
+    def of(cls, candidate: Candidate, result: EvalResult) -> VerifiedBest | None:
+        """The best as an evaluator sees it; None for a result with no timing."""
+        if result.timing is None or result.speedup is None:
+            return None
+        return cls(candidate=candidate, speedup=result.speedup, median_s=result.timing.candidate_median_s)
+
+    def may_be_beaten(self, timing: TimingStats) -> bool:
+        """Worth a paired timing: the candidate's interval reaches PAIR_MARGIN x the best's speedup, or its own
+        time per call is within 1 / PAIR_MARGIN of the best's."""
+        return timing.ci_high >= PAIR_MARGIN * self.speedup or timing.candidate_median_s * PAIR_MARGIN <= self.median_s
+
+    def plausible(self, speedup: float) -> bool:
+        """No jump: at most PLAUSIBLE_JUMP x the verified best's speedup."""
+        return speedup <= PLAUSIBLE_JUMP * self.speedup
 
 
 class EvalResult(BaseModel):
@@ -244,6 +298,8 @@ class EvalResult(BaseModel):
             "ci": [self.timing.ci_low, self.timing.ci_high] if self.speedup is not None and self.timing else None,
             "significant": self.faster,
             "flags": self.flags,
+            **({"median_s": self.timing.candidate_median_s} if self.speedup is not None and self.timing else {}),
+            **({"vs_best": self.vs_best.model_dump()} if self.vs_best else {}),
             **({"speedup_vs_eager": self.timing.speedup_vs_eager, "speedup_vs_compile": self.timing.speedup_vs_compile}
                if self.speedup is not None and self.timing and self.timing.eager_median_s else {}),
             **({"resources": [r.model_dump() for r in self.resources]} if self.resources else {}),

@@ -20,7 +20,21 @@ import os
 
 import numpy as np
 
+from kernopt.evaluators.result import TimingStats
+
 Samples = list[float] | list[list[float]]
+
+
+def timing_stats(baseline: list[list[float]], candidate: list[list[float]], **extra: object) -> TimingStats:
+    """The statistics of one interleaved timing from its per-process samples (one list of call times per process,
+    round by round on both sides): ratio of medians with its bootstrap interval, the rank test, the paired bound.
+    `extra`: the other TimingStats fields (consistent, reruns, machine_busy, threads, ...). The same function makes
+    a candidate's comparison with the baseline and with the search's best (PairedComparison)."""
+    speedup, lo, hi = ratio_of_medians(baseline, candidate)
+    return TimingStats(baseline_s=[x for g in baseline for x in g], candidate_s=[x for g in candidate for x in g],
+                       baseline_median_s=median(baseline), candidate_median_s=median(candidate), speedup=speedup,
+                       ci_low=lo, ci_high=hi, p_value=faster_p_value(baseline, candidate),
+                       paired_low=paired_lower_bound(baseline, candidate), **extra)  # type: ignore[arg-type]
 
 
 def _groups(xs: Samples) -> list[np.ndarray]:

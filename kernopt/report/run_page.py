@@ -15,6 +15,7 @@ from kernopt.evaluators.result import EvalResult
 from kernopt.report import svg
 from kernopt.report.data import Node, RunData, candidate_diff, knob_lines
 from kernopt.report.highlight import diff_html, source_html
+from kernopt.runs import phase_summary
 from kernopt.verdicts import explain, shown
 
 LOG_CHARS = 20_000
@@ -42,7 +43,8 @@ def speedup_text(r: EvalResult | None) -> str:
     if r is None or r.timing is None:
         return ""
     t = r.timing
-    return f"{fmt_x(t.speedup)} [{t.ci_low:.2f}, {t.ci_high:.2f}]"
+    vs = f"; {r.vs_best.describe()}" if r.vs_best is not None else ""
+    return f"{fmt_s(t.candidate_median_s)}, {fmt_x(t.speedup)} [{t.ci_low:.2f}, {t.ci_high:.2f}]{vs}"
 
 
 def short(cid: str) -> str:
@@ -138,7 +140,12 @@ def run_context(run: RunData, ns: str = "") -> dict[str, Any]:
             if r is not None:
                 words.update(dict.fromkeys(shown(r)))
     legend = [(w, explain(w)) for w in words if explain(w)]
-    return {"ns": ns, "header": header, "plot": plot, "tree": tree, "legend": legend,
+    # where the candidates' time went, per phase (the summary's, or from the log for an unfinished run)
+    phase_rows = summary.get("phases") or phase_summary([n.result for n in run.nodes if n.result is not None])
+    grand = sum(p["total_s"] for p in phase_rows.values()) or 1.0
+    phases = [{"name": k, "total": f"{p['total_s']:.1f}", "median": f"{p['median_s']:.2f}", "n": int(p["candidates"]),
+               "pct": f"{100 * p['total_s'] / grand:.0f}"} for k, p in phase_rows.items()]
+    return {"ns": ns, "header": header, "plot": plot, "tree": tree, "legend": legend, "phases": phases,
             "baseline_note": run.baseline_note,
             "candidates": [candidate_context(run, n, anchor, path, confirmed=not header["best"] or header["best"]["significant"] is not False)
                            for n in [run.baseline, *run.nodes]]}

@@ -28,7 +28,7 @@ from kernopt.evaluators.c_family.compare import DriverRun
 from kernopt.evaluators.c_family.evaluator import CFamilyEvaluator, EvalFail
 from kernopt.evaluators.c_family.nvcc import describe_resources, parse_ptxas
 from kernopt.evaluators.c_family.static_gate import check_source
-from kernopt.evaluators.result import EvalResult, KernelResources, Verification
+from kernopt.evaluators.result import EvalResult, KernelResources, Verification, VerifiedBest
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.sandbox.tree import remove_tree
 from kernopt.task import Task
@@ -106,12 +106,19 @@ class CudaCEvaluator(CFamilyEvaluator):
         return super().run_driver(b, sizes, seeds, timing, timeout, warmup, reps, extra_env, memory_mb=None, report=report)
 
     # ---------------------------------------------------------------- evaluate
-    def _evaluate(self, candidate: Candidate) -> EvalResult:
+    def best_binary(self, best: VerifiedBest) -> Path:
+        kept = self._resources  # the candidate's, not the best's
+        try:
+            return super().best_binary(best)
+        finally:
+            self._resources = kept
+
+    def _evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
         self._resources = []
         gpu = self.gpu()
         if gpu is None:
             return self._compile_only(candidate)
-        result = super()._evaluate(candidate)
+        result = super()._evaluate(candidate, best)
         result.resources = list(self._resources)
         result.verification.device = gpu.name
         if result.timing is not None:

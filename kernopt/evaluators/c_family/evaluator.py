@@ -40,7 +40,7 @@ from kernopt.evaluators.base import (
 from kernopt.evaluators.c_family import optinfo, race
 from kernopt.evaluators.c_family.compare import Call, DriverRun, ReportError, compare, load_outputs, read_report
 from kernopt.evaluators.c_family.static_gate import check_object, check_source, own_split_calls
-from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
+from kernopt.evaluators.result import EvalResult, PairedComparison, Roofline, TimingStats, Verification, VerifiedBest
 from kernopt.sandbox import ExecResult, Sandbox
 from kernopt.sandbox.tree import remove_tree
 from kernopt.task import Task
@@ -73,10 +73,16 @@ class Toolchain:
 POLLY_FLAGS = ("-mllvm", "-polly", "-mllvm", "-polly-parallel")
 
 
+# clang 14's Polly (Debian 12's default clang) segfaults in its ADCE pass on some chains of matrix products; Debian
+# 12's clang-19 has Polly built in (no plugin to load) and compiles them. The race check keeps its own clang (race.py).
+POLLY_CLANG = "clang-19"
+
+
 def polly_toolchain(language: str) -> Toolchain:
-    """clang -O3 -march=native with Polly and its OpenMP parallel loops (libgomp at link): bench/peers.py's
+    """clang-19 -O3 -march=native with Polly and its OpenMP parallel loops (libgomp at link): bench/peers.py's
     "clang Polly" peer, and a candidate's `toolchain = "polly"` build."""
-    return Toolchain("clang++" if language == "cpp" else "clang", ("-march=native", *POLLY_FLAGS), ("-lgomp",))
+    return Toolchain(POLLY_CLANG.replace("clang", "clang++") if language == "cpp" else POLLY_CLANG,
+                     ("-march=native", *POLLY_FLAGS), ("-lgomp",))
 
 
 def driver_sources() -> Path:
@@ -106,6 +112,7 @@ class CFamilyEvaluator(SandboxedEvaluator):
         os.chmod(self.workroot, 0o755)
         self._trusted: Path | None = None
         self._baseline: Path | None = None
+        self._best: tuple[str, Path] | None = None  # the search's best: (its id, its binary), kept until the best changes
         self._sb: Sandbox = sandbox  # within evaluate(): the evaluation's session
         self._reports: dict[str, str] = {}  # candidate id -> its compiler report (optinfo.py), from its latest build
 
@@ -367,10 +374,12 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 raise EvalFail("wrong_answer", f"{mismatch.message} [n={call.n}, {where}]")
 
     # ---------------------------------------------------------------- evaluate
-    def evaluate(self, candidate: Candidate) -> EvalResult:
-        """Static gate, build, correctness sweep, race check, interleaved timing. Never raises for candidate faults."""
+    def evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
+        """Static gate, build, correctness sweep, race check, interleaved timing; with the search's verified `best`,
+        plausibility is judged against it and a candidate that may beat it is timed against it too (vs_best).
+        Never raises for candidate faults."""
         with self.session():
-            return self._evaluate(candidate)
+            return self._evaluate(candidate, best)
 
     def check_untimed(self, candidate: Candidate, toolchain: Toolchain | None = None) -> tuple[EvalResult, Path | None]:
         """Everything evaluate() does but the timing: static gate, build (with `toolchain`, trusted use only:
@@ -382,9 +391,9 @@ class CFamilyEvaluator(SandboxedEvaluator):
         with self.session():
             return self._checked(candidate, toolchain, timed=False)
 
-    def _evaluate(self, candidate: Candidate) -> EvalResult:
+    def _evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
         self._reports.pop(candidate.id, None)
-        result = self._checked(candidate, None, timed=True)[0]
+        result = self._checked(candidate, None, timed=True, best=best)[0]
         result.compiler_report = self._reports.pop(candidate.id, None)  # None when it did not build
         return result
 
@@ -396,7 +405,19 @@ class CFamilyEvaluator(SandboxedEvaluator):
         base = Candidate(files={self.task.kernel: self.task.baseline_source()}, author="baseline")
         return self._reports.get(base.id)
 
-    def _checked(self, candidate: Candidate, toolchain: Toolchain | None, timed: bool) -> tuple[EvalResult, Path | None]:
+    def best_binary(self, best: VerifiedBest) -> Path:
+        """The search's best, built once per best (and again only after it changes). Raises EvalFail."""
+        if self._best is None or self._best[0] != best.candidate.id:
+            if self._best is not None and not self.config.keep_workdirs:
+                remove_tree(self._best[1].parent)
+            self._best = None
+            prog, _ = self.build(best.candidate)
+            self._reports.pop(best.candidate.id, None)
+            self._best = (best.candidate.id, prog)
+        return self._best[1]
+
+    def _checked(self, candidate: Candidate, toolchain: Toolchain | None, timed: bool,
+                 best: VerifiedBest | None = None) -> tuple[EvalResult, Path | None]:
         phases: dict[str, float] = {}
         ver = Verification()
         t = time.monotonic()
@@ -437,20 +458,26 @@ class CFamilyEvaluator(SandboxedEvaluator):
                 cleanup.remove(prog.parent)
                 return EvalResult(candidate_id=candidate.id, status="ok", reason="verified (not timed)", verification=ver,
                                   phase_s=phases), prog
+            rounds = self.task.timing_rounds if self.config.rounds is None else self.config.rounds
             with placement.hold("exclusive", phases, self._doing("timing", candidate), self.on_phase):  # timing has the machine to itself
                 t = time.monotonic()
-                timing = self.time(candidate, base, prog, self.task.timing_rounds if self.config.rounds is None else self.config.rounds)
-                flags = self.timing_flags(timing)
-                if timing.significant and flags:
-                    # An implausible speedup, or times the process wall clock does not bear out, is not a
-                    # verified win until a second, longer measurement in fresh processes shows it again:
-                    # the result is that measurement's, significant or not.
-                    timing = self.time(candidate, base, prog, self.config.remeasure_rounds, "re-measuring (implausible or inconsistent)")
-                    flags = sorted(set(flags) | set(self.timing_flags(timing))) + ["rechecked"]
-                ver.timed_outputs_checked = True
+                timing = self.time(candidate, base, prog, rounds)
+                flags = self.timing_flags(timing, best)
                 phases["time"] = time.monotonic() - t
-            return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing)), None
+                if timing.significant and flags:
+                    # An implausible speedup (a jump past the verified best: timing_flags), or times the process wall
+                    # clock does not bear out, is not a verified win until a second, longer measurement in fresh
+                    # processes shows it again: the result is that measurement's, significant or not.
+                    t = time.monotonic()
+                    timing = self.time(candidate, base, prog, self.config.remeasure_rounds, "re-measuring (implausible or inconsistent)")
+                    flags = sorted(set(flags) | set(self.timing_flags(timing, best))) + ["rechecked"]
+                    phases["recheck"] = time.monotonic() - t
+                ver.timed_outputs_checked = True
+            result = EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
+                                timing=timing, flags=flags, phase_s=phases, roofline=self.roofline_for(timing))
+            if best is not None and timing.significant and best.candidate.id != candidate.id and best.may_be_beaten(timing):
+                self._versus_best(candidate, prog, best, rounds, result)
+            return result, None
         except EvalFail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]
@@ -459,6 +486,26 @@ class CFamilyEvaluator(SandboxedEvaluator):
             if not self.config.keep_workdirs:
                 for p in cleanup:
                     remove_tree(p)
+
+    def _versus_best(self, candidate: Candidate, prog: Path, best: VerifiedBest, rounds: int, result: EvalResult) -> None:
+        """Time the candidate interleaved against the best's program (the same rounds and machinery as against the
+        baseline, the best's outputs the reference) and record the comparison on `result` (vs_best). A comparison
+        that cannot be made (the best no longer builds or runs, the candidate's outputs differ from the best's
+        beyond the task's tolerance, or it computes outside its calls relative to the best) decides nothing: the
+        result keeps its verdict and gets the flag vs_best_failed, so the search keeps its best."""
+        t, waited = time.monotonic(), result.phase_s.get("wait", 0.0)
+        try:
+            with placement.hold("shared", result.phase_s, self._doing("building the best for", candidate), self.on_phase):
+                self.phase(f"building the best, {best.candidate.id[:12]}, to time against it")
+                best_prog = self.best_binary(best)
+            with placement.hold("exclusive", result.phase_s, self._doing("timing against the best", candidate), self.on_phase):
+                pair = self.time(candidate, best_prog, prog, rounds, "timing against the best", best.candidate)
+            result.vs_best = PairedComparison.of(best.candidate.id, pair)
+            result.reason += f"; {result.vs_best.describe()}"
+        except (EvalFail, InfraError) as e:
+            result.flags.append("vs_best_failed")
+            result.reason += f"; not compared with the best {best.candidate.id[:12]}: {str(e)[:200]}"
+        result.phase_s["vs_best"] = time.monotonic() - t - (result.phase_s.get("wait", 0.0) - waited)  # lock waits apart
 
     def _doing(self, what: str, candidate: Candidate) -> str:
         """What this evaluation holds the host lock for, as waiters see it: 'timing gemm c0007'."""
@@ -501,13 +548,17 @@ class CFamilyEvaluator(SandboxedEvaluator):
         finally:
             remove_tree(ref_dir)
 
-    def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int, label: str = "timing") -> TimingStats:
+    def time(self, candidate: Candidate, base: Path, prog: Path, rounds: int, label: str = "timing",
+             base_candidate: Candidate | None = None) -> TimingStats:
         """Interleave baseline and candidate processes; every timed output is checked against the baseline's.
-        `label` names the phase on the display ("timing round 2/5")."""
+        `label` names the phase on the display ("timing round 2/5"). With `base_candidate` (the search's best),
+        `base` is that candidate's program, run with its own knobs, in the baseline's place: the paired comparison."""
         task, cfg = self.task, self.config
         reps = cfg.reps or task.timing.reps
         cand_b = self._binary(prog, candidate)
-        base_b = self._binary(base, None, threads=cand_b.threads)
+        base_b = (self._binary(base, None, threads=cand_b.threads) if base_candidate is None
+                  else self._binary(base, base_candidate))
+        base_name = "baseline" if base_candidate is None else "best"
         per_process: dict[str, list[list[float]]] = {"base": [], "cand": []}
         # Per round: (process wall, sum of reported call times) for each side, to cross-check the
         # driver's in-process timings against the sandbox's own clock.
@@ -534,13 +585,13 @@ class CFamilyEvaluator(SandboxedEvaluator):
             try:
                 for who in order:
                     b = base_b if who == "base" else cand_b
-                    self.phase(f"{label} round {rnd + 1}/{rounds}: {'baseline' if who == 'base' else 'candidate'}, "
+                    self.phase(f"{label} round {rnd + 1}/{rounds}: {base_name if who == 'base' else 'candidate'}, "
                                f"{task.timing.warmup}+{reps} calls at n={task.sizes.timing}")
                     run, d, r = self.run_driver(b, [task.sizes.timing], seeds, True, task.timing.timeout_s,
                                                 warmup=task.timing.warmup, reps=reps)
                     dirs[who] = (run, d)
                     if who == "base" and not (r.ok and run.complete):
-                        raise InfraError(f"baseline failed while timing: {describe_exit(r)}: {tail(r.stderr, 3)}")
+                        raise InfraError(f"{base_name} failed while timing: {describe_exit(r)}: {tail(r.stderr, 3)}")
                     self._check_run(run, r, f"timing size n={task.sizes.timing}", task.timing.timeout_s)
                     round_walls[who] = (r.wall_s, sum(c.time for c in run.calls))
                     cpu[who] = (sum(c.cpu_out for c in run.calls), sum(c.cpu_in for c in run.calls))
@@ -582,16 +633,11 @@ class CFamilyEvaluator(SandboxedEvaluator):
         self._check_outside(outside, cand_b, task.timing.warmup + reps)
         if busy:  # every round run, disturbed or not: figures to show, never a verdict
             per_process = {k: per_process[k] + set_aside[k] for k in per_process}
-        speedup, lo, hi = stats.ratio_of_medians(per_process["base"], per_process["cand"])
         # Kernel-time savings the wall clock does not show mean the reported times are not real.
         consistent = stats.walls_consistent(walls, 0.3 if task.uses_mpi else 0.15, noise=not task.uses_gpu)
-        result = TimingStats(baseline_s=[x for g in per_process["base"] for x in g],
-                             candidate_s=[x for g in per_process["cand"] for x in g],
-                             baseline_median_s=stats.median(per_process["base"]), candidate_median_s=stats.median(per_process["cand"]),
-                             speedup=speedup, ci_low=lo, ci_high=hi, p_value=stats.faster_p_value(per_process["base"], per_process["cand"]),
-                             paired_low=stats.paired_lower_bound(per_process["base"], per_process["cand"]),
-                             consistent=consistent, reruns=reruns, machine_busy=busy, threads=cand_b.threads if task.uses_openmp else None,
-                             ranks=cand_b.ranks if task.uses_mpi else None)
+        result = stats.timing_stats(per_process["base"], per_process["cand"], consistent=consistent, reruns=reruns,
+                                    machine_busy=busy, threads=cand_b.threads if task.uses_openmp else None,
+                                    ranks=cand_b.ranks if task.uses_mpi else None)
         # A candidate process that got much less CPU than its own usual share was slowed by the machine: a verdict
         # that is not significant then cannot tell "not faster" from "disturbed" (a significant one stands: being
         # slowed only ever hides a speedup). Never re-run for it: the candidate controls its own CPU use.
@@ -664,3 +710,4 @@ class CFamilyEvaluator(SandboxedEvaluator):
     def close(self) -> None:
         if not self.config.keep_workdirs:
             remove_tree(self.workroot)
+        self._best = None

@@ -29,7 +29,7 @@ from kernopt.errors import InfraError
 from kernopt.evaluators.base import EvalFail, SandboxedEvaluator, describe_exit, new_seed, program_messages, tail
 from kernopt.evaluators.c_family import nvcc
 from kernopt.evaluators.knobs import KnobError, apply_knobs
-from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification
+from kernopt.evaluators.result import EvalResult, KernelResources, TimingStats, Verification, VerifiedBest
 from kernopt.evaluators.torch_family import py_gate
 from kernopt.evaluators.torch_family.compare import Comparison, RunnerRun, describe_shape, fallback_op, load_arrays, output_bytes, read_run
 from kernopt.evaluators.torch_family.host import Device
@@ -178,10 +178,12 @@ class TorchEvaluator(SandboxedEvaluator):
                     remove_tree(d)
 
     # ---------------------------------------------------------------- evaluate
-    def evaluate(self, candidate: Candidate) -> EvalResult:
-        """Static gate, build, correctness sweep, interleaved GPU timing. Never raises for candidate faults."""
+    def evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
+        """Static gate, build, correctness sweep, interleaved GPU timing. Never raises for candidate faults.
+        `best` (the search's verified best) is what plausibility is judged against; this family does not yet
+        time a candidate against the best (no vs_best: the search falls back to comparing speedups)."""
         with self.session():
-            return self._evaluate(candidate)
+            return self._evaluate(candidate, best)
 
     def prepare(self, candidate: Candidate) -> tuple[str, bool]:
         """The source to run (knobs applied) and whether it is the trusted baseline. Raises EvalFail."""
@@ -202,7 +204,7 @@ class TorchEvaluator(SandboxedEvaluator):
                 raise EvalFail("rejected", why)
         return source, trusted
 
-    def _evaluate(self, candidate: Candidate) -> EvalResult:
+    def _evaluate(self, candidate: Candidate, best: VerifiedBest | None = None) -> EvalResult:
         phases: dict[str, float] = {}
         ver = Verification()
         resources_: list[KernelResources] = []
@@ -242,7 +244,7 @@ class TorchEvaluator(SandboxedEvaluator):
                 ver.timed_outputs_checked = True
                 phases["time"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status="ok", reason=f"verified; {timing.describe()}", verification=ver,
-                              timing=timing, flags=self.timing_flags(timing), phase_s=phases, resources=resources_)
+                              timing=timing, flags=self.timing_flags(timing, best), phase_s=phases, resources=resources_)
         except EvalFail as f:
             phases["last"] = time.monotonic() - t
             return EvalResult(candidate_id=candidate.id, status=f.status, reason=f.reason, log=f.log,  # type: ignore[arg-type]

@@ -11,7 +11,7 @@ from kernopt.agent.extract import extract_json
 from kernopt.candidate import Candidate
 from kernopt.evaluators.result import EvalResult
 from kernopt.model import Model
-from kernopt.prompts import clip, compiler_report, diff, flat, one_line, render_bounded, shared
+from kernopt.prompts import clip, compiler_report, diff, flat, one_line, render_bounded, shared, verdict_words
 from kernopt.verdicts import explain, explained
 
 # The parent diff goes to the critic only when it is at most this share of the kernel file: a small
@@ -46,7 +46,7 @@ def result_vars(result: EvalResult, log_chars: int = 4000) -> dict[str, Any]:
             "speedup_vs_eager": t.speedup_vs_eager, "speedup_vs_compile": t.speedup_vs_compile},
         "phase_s": dict(result.phase_s), "flags": list(result.flags),
         # the paired comparison with the best (EvalResult.vs_best, where the evaluator ran one)
-        "vs_best": vs.model_dump() if (vs := getattr(result, "vs_best", None)) is not None else None,
+        "vs_best": result.vs_best.model_dump() if result.vs_best is not None else None,
         # one line per verdict shown, from kernopt.verdicts
         "notes": {"status": explain(result.status), "race": explain(v.race_check),
                   "significance": explain("significant" if t is not None and t.significant else "not significant"),
@@ -126,7 +126,8 @@ class LLMCritic:
         parent = find_candidate(state, candidate.parent)
         change, change_note = critic_diff(parent.files.get(kernel, "") if parent is not None else None, code, kernel)
         prompt = render_bounded(
-            "critic", self.prompt_chars, shared(state, last=self.history, elsewhere=(candidate.id,)), code=code,
+            "critic", self.prompt_chars,
+            shared(state, last=self.history, elsewhere=(candidate.id,), explained_below=tuple(verdict_words([result]))), code=code,
             candidate={"id": candidate.id, "idea": candidate.idea.strip() or "(no idea given)",
                        "parent": candidate.parent, "author": candidate.author, "knobs": candidate.knobs()},
             diff=change, diff_note=change_note, result=result_vars(result, self.log_chars),

@@ -142,7 +142,7 @@ def outcome(result: EvalResult | None) -> str:
             if t.reruns:
                 verdict += f"; {len(t.reruns)} disturbed round{'s' * (len(t.reruns) > 1)} re-run"
         text = f"{per_call(t.candidate_median_s)}, {t.speedup:.2f}x [{t.ci_low:.2f}, {t.ci_high:.2f}] ({verdict})"
-        vs = getattr(result, "vs_best", None)  # EvalResult.vs_best: the paired comparison with the best, where one ran
+        vs = result.vs_best  # the paired comparison with the best, where the evaluator ran one
         if vs is not None:
             text += f"; vs best {vs.best_id}: {vs.ratio:.2f}x [{vs.ci_low:.2f}, {vs.ci_high:.2f}]"
     else:
@@ -150,11 +150,8 @@ def outcome(result: EvalResult | None) -> str:
     return text + (f" [flags: {', '.join(flags)}]" if flags else "")
 
 
-def legend(results: list[EvalResult]) -> list[str]:
-    """"word: what it means" for every status, race verdict, significance verdict and flag that the
-    given results carry, each once (kernopt.verdicts), so a prompt explains what it shows."""
-    from kernopt.verdicts import explained
-
+def verdict_words(results: list[EvalResult]) -> list[str]:
+    """Every status, race verdict, significance verdict and flag the given results carry, each once, in order."""
     words: dict[str, None] = {}
     for r in results:
         words[r.status] = None
@@ -163,7 +160,16 @@ def legend(results: list[EvalResult]) -> list[str]:
         if r.status == "ok" and r.timing is not None:
             words["significant" if r.timing.significant else "not significant"] = None
         words.update(dict.fromkeys(r.flags))
-    return explained(list(words))
+    return list(words)
+
+
+def legend(results: list[EvalResult], skip: tuple[str, ...] = ()) -> list[str]:
+    """"word: what it means" for every status, race verdict, significance verdict and flag that the
+    given results carry, each once (kernopt.verdicts), so a prompt explains what it shows; words in `skip`
+    are explained where the prompt shows them (the critic's evaluation) and are left out here."""
+    from kernopt.verdicts import explained
+
+    return explained([w for w in verdict_words(results) if w not in skip])
 
 
 def best_so_far(history: list[tuple[Candidate, EvalResult]], gamma: float = 1.0) -> dict[str, Any]:
@@ -214,7 +220,7 @@ def first_sentence(text: str, limit: int = 240) -> str:
 
 
 def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0, elsewhere: tuple[str, ...] = (),
-           critique_below: str | None = None, whole_critiques: int = 1) -> dict[str, Any]:
+           critique_below: str | None = None, whole_critiques: int = 1, explained_below: tuple[str, ...] = ()) -> dict[str, Any]:
     """Variables every template gets.
 
     Each fact once: `history` is the one table of candidates, keyed by id, that the rest of a prompt refers to
@@ -235,7 +241,8 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0, elsewhere: 
               `critique_below`, whose critique the prompt shows in full), marks (["best", "parent"] where they apply)
     shown:    the ids in `history`
     legend:   "word: meaning" for each status, race verdict, significance verdict and flag the history
-              and the parent's result carry (kernopt.verdicts)
+              and the parent's result carry (kernopt.verdicts), less `explained_below` (words the role's own
+              section explains where it shows them)
     best:     best_so_far(history, gamma): reward, speedup, time_s (its time per call), id, idea, gamma, and
               where: "table" (its idea is in `history`), "elsewhere" (in the role's own section) or "" (say it here)
     """
@@ -290,5 +297,5 @@ def shared(state: SearchState, *, last: int = 8, gamma: float = 1.0, elsewhere: 
         "history": history,
         "shown": [h["id"] for h in history],
         "best": best,
-        "legend": legend([*(r for _, r in rows), *([parent_result] if parent_result is not None else [])]),
+        "legend": legend([*(r for _, r in rows), *([parent_result] if parent_result is not None else [])], explained_below),
     }

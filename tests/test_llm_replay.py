@@ -76,6 +76,24 @@ def test_each_idea_is_written_once_in_a_planner_and_an_executor_prompt(k: int) -
     assert "(idea and outcome in the candidates above)" in planner
 
 
+def test_a_bounded_planner_prompt_still_names_every_tried_idea_once() -> None:
+    """Rows left out to fit `prompt_chars` (oldest first, the best's and the parent's last) move their ideas to
+    "Already tried": nothing tried is forgotten and nothing is said twice."""
+    from kernopt.agent.llm import LLMPolicy
+
+    m = sizes_module()
+    run = m.load()
+    state = m.state_at(run, 12)
+    model = m.Scripted(['{"ideas": [{"idea": "x"}]}'])
+    LLMPolicy(model, prompt_chars=20_500).plan(state, 1)
+    prompt = model.requests[0][1][0]["content"]
+    assert len(prompt) <= 20_500 and f"- {state.parent.id} [" in prompt
+    rows = [c for c, _ in run["evals"][:11] if f"- {c.id} [" in prompt]
+    assert 0 < len(rows) < 9  # some rows went
+    for cand, _ in run["evals"][:11]:
+        assert flat(prompt).count(flat(cand.idea)) == 1, cand.id
+
+
 def test_every_timed_candidate_shows_its_time_per_call_and_its_paired_ratio() -> None:
     run = sizes_module().load()
     planner = prompts_at(12)["planner"]

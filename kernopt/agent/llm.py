@@ -51,7 +51,7 @@ from kernopt.candidate import Candidate
 from kernopt.evaluators import static_check
 from kernopt.evaluators.c_family.static_gate import check_source
 from kernopt.model import Completion, Message, Model
-from kernopt.prompts import compiler_report, one_line, outcome, render, render_bounded, shared
+from kernopt.prompts import compiler_report, flat, one_line, outcome, render, render_bounded, shared
 from kernopt.task import AnyTask as Task
 from kernopt.task import Task as CTask
 
@@ -358,10 +358,9 @@ class LLMPolicy:
         avoid_norm = {norm(a) for a in avoid}
         kinds = kinds_for(state.task)
         critique = self._latest_critique(state)
-        common = self._vars(state, critique)
-        shown = {norm(h["idea"]) for h in common["history"]}  # the table's ideas are tried already, and said so once
-        prompt = self.render_bounded("planner", common, critique=critique.model_dump() if critique else None,
-                                     avoid=[a for a in avoid if norm(a) not in shown][-40:], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
+        # every tried idea, on one line as the table writes it: the template lists those the table does not show
+        prompt = self.render_bounded("planner", self._vars(state, critique), critique=critique.model_dump() if critique else None,
+                                     avoid=[flat(a) for a in avoid], kinds=kinds, max_ideas=k, budget_left=state.budget_left,
                                      stacking=self.sequential, allowed=allowed_knobs(state.task, state.cores),
                                      pending=[i.model_dump() for i in pending or []])
         dropped: list[str] = []

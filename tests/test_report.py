@@ -28,7 +28,7 @@ import pytest
 
 from kernopt.candidate import Candidate
 from kernopt.config import RunConfig
-from kernopt.evaluators.result import EvalResult, Roofline, TimingStats, Verification
+from kernopt.evaluators.result import EvalResult, PairedComparison, Roofline, TimingStats, Verification
 from kernopt.runs import RunStore
 from tests.conftest import REPO, SMALL_GEMM, needs
 
@@ -130,6 +130,9 @@ def make_run(runs_dir: Path, run_id: str, idea_extra: str = "", source_extra: st
     d = Candidate(files={"kernel.c": BASE_SRC}, cflags=["-march=native"], parent=base.id, author="tuner", idea="compile for the host CPU")
     e = Candidate(files={"kernel.c": b_src.replace("b[i] * a[i]", "b[i] + a[i]")}, parent=b.id, author="openai/scripted", idea="add instead")
     b_result = ok(b, 2.5, 2.2, 2.9)
+    b_result.vs_best = PairedComparison(best_id=a.id, ratio=1.55, ci_low=1.41, ci_high=1.62, paired_low=1.38, p_value=0.004,
+                                        candidate_median_s=0.004, best_median_s=0.0062, replaces_best=True)
+    b_result.phase_s["vs_best"] = 2.25
     b_result.roofline = Roofline(flops=2e6, bytes=2.4e7, seconds=0.004, gflops=0.5, gbps=6.0, threads=2, peak_gflops=20.0,
                                  bandwidth_gbps=12.0, bound="memory", bound_s=0.002, fraction=0.5)
     results = [
@@ -282,6 +285,7 @@ def test_runs_show_prints_ideas_as_written(hand_run: Path) -> None:
     p = kernopt("runs", "show", str(hand_run))
     assert p.returncode == 0, p.stderr
     assert "a[i] stays" in p.stdout  # not eaten as rich markup
+    assert "time per phase (total, median per candidate): build 0.7 s (0.2 s)" in p.stdout and "vs_best 2.2 s (2.2 s)" in p.stdout
 
 
 # ------------------------------------------------------------------------------ the hand-made run's report
@@ -305,6 +309,12 @@ def test_report_of_a_hand_made_run(hand_run: Path, tmp_path: Path) -> None:
     assert "kernel.c:4:16: error: expected expression" in html  # a failure's log
     assert "max abs error" in html and "race check" in html and "timed outputs checked" in html
     assert "memory-bound, 50% of the bound" in html  # the roofline line of a timed candidate
+    assert "4.000 ms, 2.50× [2.20, 2.90]; vs best: 1.55x [1.41, 1.62]" in html  # time per call, speedup, the paired ratio
+    # the run's phase table: build 0.2 + 0.2 + 0.1 + 0.2 s over 4 candidates, vs_best 2.25 s for one
+    assert "Where the candidates' time went" in html
+    num = '</td><td class="num">'
+    assert re.search(rf"<td>build{num}0\.7{num}\d+%{num}0\.20{num}4</td>", html)
+    assert re.search(r"<td>vs_best</td><td class=\"num\">2\.2</td>.*?<td class=\"num\">1</td>", html)
     dom = rendered_dom(out)
     assert_rendered_cleanly(dom)
     assert '<span class="gd">' in dom and '<span class="gi">' in dom

@@ -11,6 +11,7 @@ from typing import Any
 
 from markupsafe import Markup
 
+from kernopt.agent.search import is_better
 from kernopt.evaluators.result import EvalResult
 from kernopt.report import svg
 from kernopt.report.data import Node, RunData, candidate_diff, knob_lines
@@ -75,15 +76,16 @@ def run_context(run: RunData, ns: str = "") -> dict[str, Any]:
     summary = run.summary or {}
     meta, config = run.meta, run.config
 
-    # progress plot: the best significant speedup after each evaluation (as the search measured it)
-    best_so_far, best = [1.0], 1.0
+    # progress plot: the speedup of the search's best after each evaluation (as the search measured it), the best
+    # decided as the search decides it (is_better: paired timing against the best, not the larger speedup)
+    best_so_far, best_pair = [1.0], None
     points = []
     for n in run.nodes:
         r = n.result
         assert r is not None
-        if r.faster and r.speedup is not None:
-            best = max(best, r.speedup)
-        best_so_far.append(best)
+        if is_better(r, best_pair):
+            best_pair = (n.candidate, r)
+        best_so_far.append(best_pair[1].speedup or 1.0 if best_pair is not None else 1.0)
         timed = r.timing is not None and r.status == "ok"
         points.append(svg.Point(x=n.index, y=r.timing.speedup if timed and r.timing else None,
                                 lo=r.timing.ci_low if timed and r.timing else None, hi=r.timing.ci_high if timed and r.timing else None,

@@ -81,9 +81,12 @@ class Nest:
     """One outermost `for` nest of a function. `known` is False (with `reason`) when it is outside the
     model; every query then answers None."""
 
-    def __init__(self, source: str, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node, assume_noalias: bool) -> None:
+    def __init__(self, source: str, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node, assume_noalias: bool,
+                 approximate: bool = False) -> None:
         self.source = source
         self.top = top
+        self.func = func
+        self.approximated = False  # the model over-approximates a bound or an access (approximate): no loop moves
         self.line = top.start_point[0]
         self.reason = ""
         self.loops: list[LoopInfo] = []
@@ -91,7 +94,7 @@ class Nest:
         self.assume_noalias = assume_noalias
         self.noalias_assumed: set[tuple[str, str]] = set()
         try:
-            b = _Builder(data, root, func, top)
+            b = _Builder(data, root, func, top, approximate)
             self.loops, self.stmts = b.loops, b.stmts
             self._builder = b
             self._model(b)
@@ -123,17 +126,25 @@ class Nest:
         self.depth = depth
         domains: list[isl.Set] = []
         self._rels: list[tuple[str, bool, str]] = []  # (the object's name, written, access relation)
+        self._exact: list[bool] = []  # for each of _rels: the statement runs and touches that element every time
+        self.approximated = bool(b.inexact) or any(a.whole for s in self.stmts for a in s.accesses)
+        self.domain: dict[str, isl.Set] = {}
+        exact: dict[tuple[str, int], list[str]] = {}  # the subscripts of each exact access of a written array
+        for s in self.stmts:
+            cons = [c for i in s.loops for c in b.bounds[i]] + s.constraints + b.definitions
+            vs = [_ident(self.loops[i].var) for i in s.loops]
+            self.domain[s.name] = isl.Set(f"{prefix}{{ {s.name}[{', '.join(vs)}] : {' and '.join(cons) or 'true'} }}")
+            for k, a in enumerate(s.accesses):
+                if a.array in written and not a.whole:
+                    exact[(s.name, k)] = self._dims(a, self.domain[s.name], s, {self.loops[i].var for i in s.loops}, b)
+        arity = {s.accesses[k].array: len(dims) for (name, k), dims in exact.items() for s in self.stmts if s.name == name}
         writes: list[str] = []
         reads: list[str] = []
         sched: list[str] = []
-        self.domain: dict[str, isl.Set] = {}
         self._element_of: dict[tuple[str, int], list[str]] = {}  # (statement, access index) -> subscripts in isl
         for s in self.stmts:
             vs = [_ident(self.loops[i].var) for i in s.loops]
-            loop_vars = {self.loops[i].var for i in s.loops}
-            cons = [c for i in s.loops for c in b.bounds[i]] + s.constraints + b.definitions
-            dom = isl.Set(f"{prefix}{{ {s.name}[{', '.join(vs)}] : {' and '.join(cons) or 'true'} }}")
-            self.domain[s.name] = dom
+            dom = self.domain[s.name]
             domains.append(dom)
             t: list[str] = []
             for k, i in enumerate(s.loops):
@@ -144,11 +155,15 @@ class Nest:
             for k, a in enumerate(s.accesses):
                 if a.array not in written:
                     continue
-                dims = self._dims(a, dom, s, loop_vars, b)
-                self._element_of[(s.name, k)] = dims
+                if a.whole:  # any element of the array: free subscripts, as many as its other accesses have
+                    dims = [f"o{m}" for m in range(arity.get(a.array, 1))]
+                else:
+                    dims = exact[(s.name, k)]
+                    self._element_of[(s.name, k)] = dims
                 rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}] }}"
                 (writes if a.write else reads).append(rel)
                 self._rels.append((a.array.split("@")[0], a.write, rel))
+                self._exact.append(s.must and not a.whole)
         self.domains = _union_set(domains)
         self.schedule = _union_map(sched).intersect_domain(self.domains)
         self.writes = _union_map(writes).intersect_domain(self.domains)
@@ -307,6 +322,59 @@ class Nest:
         carried = _set(self.params, 2 * self.depth + 1, f"{zero} and t{level} != 0")
         return d.intersect(carried).is_empty()
 
+    def privatizable(self, loop: int) -> frozenset[str] | None:
+        """Arrays of the function that every iteration of the loop writes before it reads them: each element a
+        statement under the loop reads was written before, in the same iteration of the loop (and of the loops
+        around it), by a statement that runs every time and touches exactly that element; and the function names
+        the array nowhere but inside the loop (and its declaration), so no value of it lives into or out of the
+        loop. A private copy per thread (`private(sum)`) then computes what the shared array did. Arrays declared
+        in the nest are fresh per iteration already (not listed). None if unknown."""
+        if not self.known:
+            return None
+        p = self.loops[loop].depth
+        under = _union_set([self.domain[s.name] for s in self.under(loop)])
+        n = 2 * self.depth + 1
+        a, b = ", ".join(f"t{k}" for k in range(n)), ", ".join(f"u{k}" for k in range(n))
+        prefix = f"[{', '.join(_param(x) for x in self.params)}] -> " if self.params else ""
+        same = " and ".join(f"u{k} = t{k}" for k in range(2 * p + 2))
+        # read instance -> write instance before it in the same iteration of the loop
+        earlier = isl.UnionMap(f"{prefix}{{ T[{a}] -> T[{b}] : {same} }}").intersect(self._schedule_space_gt(prefix, n))
+        before = self.schedule.apply_range(earlier).apply_range(self.schedule.reverse())
+        out = set()
+        for name in sorted({x for x, w, _ in self._rels if w}):
+            decl = self.declaration(name)
+            if decl is None or decl.where != "local" or not decl.derivs or set(decl.derivs) != {"[]"} \
+                    or not self._only_inside(name, loop):
+                continue
+            mine = [(w, exact, rel) for (x, w, rel), exact in zip(self._rels, self._exact, strict=True) if x == name]
+            if any(not exact for w, exact, _ in mine if not w):
+                continue  # a read of any element (a subscript outside the model) or of a statement that may not run
+            reads = _union_map([r for w, _, r in mine if not w]).intersect_domain(under)
+            writes = _union_map([r for w, exact, r in mine if w and exact]).intersect_domain(under)
+            covered = reads.apply_range(writes.reverse()).intersect(before).domain()
+            if reads.domain().is_subset(covered):
+                out.add(name)
+        return frozenset(out)
+
+    def _schedule_space_gt(self, prefix: str, n: int) -> isl.UnionMap:
+        """{ T[t] -> T[u] : u lexicographically before t } in the 2d+1 schedule's space."""
+        parts = []
+        for k in range(n):
+            eq = [f"u{m} = t{m}" for m in range(k)]
+            parts.append("(" + " and ".join([*eq, f"u{k} < t{k}"]) + ")")
+        a, b = ", ".join(f"t{k}" for k in range(n)), ", ".join(f"u{k}" for k in range(n))
+        return isl.UnionMap(f"{prefix}{{ T[{a}] -> T[{b}] : {' or '.join(parts)} }}")
+
+    def _only_inside(self, name: str, loop: int) -> bool:
+        """The function names `name` only inside the loop and in its declarations."""
+        node = self.loops[loop].node
+        for x in _walk(_field(self.func, "body")):
+            if x.type != "identifier" or _text(x) != name or node.start_byte <= x.start_byte < node.end_byte:
+                continue
+            if x.parent is None or not (x.parent.type.endswith("declarator") or x.parent.type == "declaration"):
+                return False
+        return True
+
     def carried(self, loop: int) -> list[str] | None:
         """The kinds of dependence ('flow', 'anti', 'output') the loop carries; None if unknown."""
         if not self.known:
@@ -341,8 +409,9 @@ class Nest:
         return found.get_at(0).intersect(_set(self.params, 2 * self.depth + 1, zero)).is_empty()
 
     def bands(self) -> list[Band]:
-        """Maximal perfect bands, outermost first (a loop whose body is one loop continues its band)."""
-        if not self.known:
+        """Maximal perfect bands, outermost first (a loop whose body is one loop continues its band); none where the
+        model over-approximates (its domains are not the loops' own)."""
+        if not self.known or self.approximated:
             return []
         out = []
         starts = [lp.index for lp in self.loops if lp.parent is None or not self._perfect_child(lp.parent)]
@@ -366,7 +435,7 @@ class Nest:
 
     def _band_deltas(self, loops: tuple[int, ...]) -> isl.Set | None:
         """Distances on the band's loops of the dependences not carried by loops outside it."""
-        if not self.known:
+        if not self.known or self.approximated:
             return None
         d = self._time_deltas(self.under(loops[0]))
         first = 2 * self.loops[loops[0]].depth + 1
@@ -495,10 +564,13 @@ def _lex_negative(params: list[str], order: tuple[int, ...]) -> isl.Set:
     return _bset(params, d, " or ".join(parts))
 
 
-def nests(source: str, assume_noalias: bool = False) -> list[Nest]:
+def nests(source: str, assume_noalias: bool = False, approximate: bool = False) -> list[Nest]:
     """Every outermost `for` nest inside a function body, in source order. `assume_noalias` treats
     distinct pointer names as distinct objects even without `restrict` (the tuner does; the verifier
-    then checks the candidate); each Nest records the pairs it assumed in `noalias_assumed`."""
+    then checks the candidate); each Nest records the pairs it assumed in `noalias_assumed`. `approximate`
+    over-approximates where that stays sound instead of answering "don't know" (a subscript outside the model as
+    any element of its array, a data-dependent loop bound as none): `parallel` and `privatizable` stay sound,
+    and such a nest (`approximated`) has no bands (no loop move rewrites its loops)."""
     data = source.encode()
     tree = parse(data)
     out = []
@@ -509,5 +581,5 @@ def nests(source: str, assume_noalias: bool = False) -> list[Nest]:
         func = next((a for a in ups if a.type == "function_definition"), None)
         if func is None or any(a.type == "for_statement" for a in ups) or any(a.type == "ERROR" for a in ups):
             continue
-        out.append(Nest(source, data, tree.root_node, func, n, assume_noalias))
+        out.append(Nest(source, data, tree.root_node, func, n, assume_noalias, approximate))
     return out

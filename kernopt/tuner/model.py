@@ -106,6 +106,7 @@ class Access:
     write: bool
     dims: tuple[Poly, ...] | None
     text: str = ""
+    whole: bool = False  # a subscript outside the model, taken as touching any element of the array (approximate)
 
 
 @dataclass
@@ -116,6 +117,7 @@ class Stmt:
     constraints: list[str]  # extra affine constraints from `if` conditions, over loop and parameter names
     accesses: list[Access]
     node: ts.Node = field(repr=False)
+    must: bool = True  # runs in every iteration its domain says (not in a branch of a condition outside the model)
 
 
 def _ident(name: str) -> str:
@@ -125,8 +127,9 @@ def _ident(name: str) -> str:
 def _param(name: str) -> str:
     """A parameter's isl name; a product of parameters (`n*n`) is a parameter of its own (isl is affine), which
     forgets that it is n squared: the model then allows more than the program does, never less. A remainder
-    (`(n - 2) % 4`) is the parameter `%k`, defined in every domain (_Builder.remainder)."""
-    return f"p_{name.replace('*', '_X_').replace('%', '_R_')}"
+    (`(n - 2) % 4`) is the parameter `%k`, a quotient (`(9 * n + 7) / 8`) the parameter `/k`, each defined in every
+    domain (_Builder.remainder)."""
+    return f"p_{name.replace('*', '_X_').replace('%', '_R_').replace('/', '_Q_')}"
 
 
 def _isl_poly(p: Poly, loop_vars: set[str]) -> str:
@@ -444,7 +447,12 @@ def _struct_body(root: ts.Node, ty: ts.Node | None) -> ts.Node | None:
 class _Builder:
     """Walks one nest and builds its statements; raises Unknown when something is outside the model."""
 
-    def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node) -> None:
+    def __init__(self, data: bytes, root: ts.Node, func: ts.Node, top: ts.Node, approximate: bool = False) -> None:
+        # approximate: over-approximate instead of giving up where that stays sound (a subscript outside the model as
+        # any element of its array, a data-dependent loop bound as no bound: the loop's statements may run)
+        self.approximate = approximate
+        self.inexact: set[int] = set()  # loops whose bounds were dropped (approximate)
+        self.updated: set[str] = set()  # names of arrays the nest assigns through a subscript
         text = data.decode(errors="replace")
         self.macros = constants(text, len(data[:top.start_byte].decode(errors="replace")))  # characters, not bytes
         self.decls = _declarations(root, func)
@@ -466,10 +474,12 @@ class _Builder:
         self.arrays: dict[str, tuple[ts.Node, tuple[int, ...]]] = {}  # arrays declared in the nest, the loops around
         self.written: set[str] = set()
         self.params: set[str] = set()
-        self.remainders: dict[tuple[str, int], str] = {}  # (dividend in isl, divisor) -> its parameter `%k`
-        self.definitions: list[str] = []  # each remainder parameter's value, a constraint every domain gets
+        self.remainders: dict[tuple[str, int, str], str] = {}  # (dividend in isl, divisor, op) -> its parameter `%k`
+        self.definitions: list[str] = []  # each remainder or quotient parameter's value, a constraint every domain gets
         self.local_remainders: set[str] = set()  # remainders of loop variables, each quantified in its loop's bounds
         self.bound: list[tuple[str, str]] | None = None  # while reading a loop's bounds: its remainders, defined
+        self.defined: set[str] = set()  # locals set once before the nest taken as parameters (fixed_local)
+        self.maybe = 0  # > 0 while in a branch of a condition outside the model (its statements may not run)
         headers = {x.id for n in _walk(top) if n.type == "for_statement"
                    for x in (_field(n, "initializer"), _field(n, "update")) if x is not None}
         self.loop_names = {v for n in _walk(top) if n.type == "for_statement" for v in [_loop_name(n)] if v}
@@ -480,6 +490,10 @@ class _Builder:
                 _field(n, "argument") if n.type == "update_expression" else None)
             if t is not None and t.type == "identifier":
                 self.written.add(_text(t))
+            while t is not None and t.type == "subscript_expression":
+                t = _field(t, "argument")
+                if t is not None and t.type == "identifier":
+                    self.updated.add(_text(t))
             if n.type == "declaration":
                 if any(c.type == "storage_class_specifier" for c in n.children):
                     raise Unknown(f"line {n.start_point[0] + 1}: a static or extern declaration inside the nest")
@@ -530,8 +544,8 @@ class _Builder:
             decl = self.decls.get(name)
             if name in self.locals and name not in self.written:
                 return self.poly(self._constant_init(name), loop_vars)
-            if name in self.fixed and name not in self.locals:  # `long nn = n * n;` before the nest
-                return self.poly(self.fixed[name], loop_vars)
+            if name in self.fixed and name not in self.locals:  # `long nj = (9 * n + 7) / 8;` before the nest
+                return self.fixed_local(name)
             if name in self.loop_names:
                 raise Unknown(f"the loop variable `{name}` is used outside its loop")
             if name in self.written or name in self.locals or (decl is not None and (decl.derivs or decl.scalar != "int")):
@@ -553,9 +567,24 @@ class _Builder:
             a, b = self.poly(_field(node, "left"), loop_vars), self.poly(_field(node, "right"), loop_vars)
             op = _text(_field(node, "operator"))
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
-        if t == "binary_expression" and _text(_field(node, "operator")) == "%":
+        if t == "binary_expression" and _text(_field(node, "operator")) in ("%", "/"):
             return {(self.remainder(node, loop_vars),): 1}
         raise Unknown(f"`{_text(node)}` is not an affine expression")
+
+    def fixed_local(self, name: str) -> Poly:
+        """An integer local set once before the nest from parameters: a parameter of its own whose definition (its
+        initializer, affine in parameters and their quotients and remainders) every domain gets (`long nj = (9 * n +
+        7) / 8;`, `const long m2 = 2 * m;`), so `a[i * nj + j]` has the stride nj; an alias of one parameter is that
+        parameter; an initializer that is a product (`long nn = n * n;`) stands for itself (its monomials)."""
+        if name in self.defined:
+            return {(name,): 1}
+        p = self.poly(self.fixed[name], set())
+        if (len(p) == 1 and next(iter(p.values())) == 1) or any(len(m) > 1 for m in p):
+            return p
+        self.defined.add(name)
+        self.params.add(name)
+        self.definitions.append(f"{_param(name)} = {_isl_poly(p, set())}")
+        return {(name,): 1}
 
     def unsigned(self, node: ts.Node, depth: int = 0) -> bool:
         """Whether unsigned arithmetic may enter the expression, where it wraps and changes `%` and comparisons: an
@@ -580,33 +609,41 @@ class _Builder:
         return False
 
     def remainder(self, node: ts.Node, loop_vars: set[str]) -> str:
-        """`A % c` (c a positive constant) as a name `%k` whose value the domains define exactly: C's remainder takes
-        A's sign, so A mod c where A >= 0 and -((-A) mod c) where A < 0. A of parameters only (an unroll-and-jam
+        """`A % c` or `A / c` (c a positive constant) as a name `%k` or `/k` whose value the domains define exactly:
+        C's remainder takes A's sign, so A mod c where A >= 0 and -((-A) mod c) where A < 0; C's quotient truncates
+        toward zero, so floor(A / c) where A >= 0 and -floor(-A / c) where A < 0 (`long nj = (9 * n + 7) / 8;`,
+        `n / 2` in a bound). A of parameters only (an unroll-and-jam
         remainder loop's start `n - 1 - (n - 2) % 4`) is a parameter every domain defines; A of loop variables
         too (`n - (n - i) % 4`, the remainder of a band inside an i loop) only in a loop's bounds, where the loop
         quantifies it (`exists`, _loop). Unknown for anything else (a variable divisor, unsigned arithmetic,
         which wraps, a loop variable's remainder in a subscript or condition)."""
         left, right = _field(node, "left"), _field(node, "right")
+        op = _text(_field(node, "operator"))
+        what = "a remainder" if op == "%" else "a quotient"
         if self.unsigned(node):
-            raise Unknown(f"`{_text(node)}`: a remainder of unsigned values")
+            raise Unknown(f"`{_text(node)}`: {what} of unsigned values")
         divisor = self.poly(right, set())
         if set(divisor) - {()} or divisor.get((), 0) <= 0:
-            raise Unknown(f"`{_text(node)}`: a remainder by something other than a positive constant")
+            raise Unknown(f"`{_text(node)}`: {what} by something other than a positive constant")
         a = self.poly(left, loop_vars)
         local = any(v in loop_vars for m in a for v in m)
         if local and self.bound is None:
-            raise Unknown(f"`{_text(node)}`: a remainder of a loop variable outside a loop's bounds")
+            raise Unknown(f"`{_text(node)}`: {what} of a loop variable outside a loop's bounds")
         if any(len(m) > 1 and any(v in loop_vars or v in self.local_remainders for v in m) for m in a):
             raise Unknown(f"`{_text(node)}` is not affine")
         self.params.update("*".join(m) for m in a if len(m) > 1)
         dividend, c = _isl_poly(a, loop_vars), divisor[()]
-        key = (dividend, c)
+        key = (dividend, c, op)
         if not local and key in self.remainders:
             return self.remainders[key]
-        name = f"%{len(self.remainders) + len(self.local_remainders)}"
+        name = f"{op}{len(self.remainders) + len(self.local_remainders)}"
         r = _param(name)
-        definition = (f"(({dividend}) >= 0 and {r} = ({dividend}) mod {c} or "
-                      f"({dividend}) < 0 and {r} = -((-({dividend})) mod {c}))")
+        if op == "%":
+            definition = (f"(({dividend}) >= 0 and {r} = ({dividend}) mod {c} or "
+                          f"({dividend}) < 0 and {r} = -((-({dividend})) mod {c}))")
+        else:
+            definition = (f"(({dividend}) >= 0 and {r} = floor(({dividend})/{c}) or "
+                          f"({dividend}) < 0 and {r} = -floor((-({dividend}))/{c}))")
         if local:
             assert self.bound is not None
             self.local_remainders.add(name)
@@ -758,7 +795,8 @@ class _Builder:
             raise Unknown(f"line {node.start_point[0] + 1}: the condition and the step disagree")
         v = _ident(var)
         self.bound = []
-        cons = [self._limit(v, ">=" if step > 0 else "<=", start, loop_vars), self._limit(v, op, right, loop_vars)]
+        cons = [c for c in (self._bound(v, ">=" if step > 0 else "<=", start, loop_vars, abs(step) > 1),
+                            self._bound(v, op, right, loop_vars, False)) if c is not None]
         if abs(step) > 1:  # `i += 4`: the values lo, lo + 4, ... (an affine lo only)
             lo = self.affine(start, loop_vars)
             cons.append(f"({v} - ({lo})) mod {step} = 0" if step > 0 else f"(({lo}) - {v}) mod {-step} = 0")
@@ -769,7 +807,28 @@ class _Builder:
         index = len(self.loops)
         self.loops.append(LoopInfo(index, var, step, len(outer), outer[-1] if outer else None, node))
         self.bounds[index] = cons
+        inexact = len(cons) < 2 + (abs(step) > 1)
+        if inexact:
+            self.inexact.add(index)
+        self.maybe += inexact
         self._body(_field(node, "body"), (*outer, index), list(position), [])
+        self.maybe -= inexact
+
+    def _bound(self, v: str, op: str, node: ts.Node | None, loop_vars: set[str], strided: bool) -> str | None:
+        """A loop's start or bound as a constraint (_limit); with `approximate`, None (no constraint: the loop's
+        statements may run for any value) for a data-dependent one that only reads what the nest does not write
+        (`k < rowptr[i + 1]`: the read matters to no dependence) and has no effect (no call, no assignment)."""
+        try:
+            return self._limit(v, op, node, loop_vars)
+        except Unknown:
+            if not self.approximate or node is None or strided:
+                raise
+            for x in _walk(node):
+                if x.type in ("call_expression", "assignment_expression", "update_expression", "comma_expression") or (
+                        x.type == "identifier" and (_text(x) in self.written or _text(x) in self.updated
+                                                    or _text(x) in self.locals or _text(x) in self.rows)):
+                    raise
+            return None
 
     def _step(self, upd: ts.Node, var: str, loop: ts.Node) -> int:
         """The loop's constant step: `i++` 1, `i -= 2` -2, `i = i + 4` 4 (a constant or a macro of one)."""
@@ -805,18 +864,23 @@ class _Builder:
                 self._statement(item, loops, position, constraints)
             elif t == "if_statement":
                 cond = _field(item, "condition")
+                maybe = 0
                 try:
                     extra = self.condition(cond, loop_vars)
                 except Unknown:  # data-dependent: the condition reads are a statement, both branches may run
                     if cond is None:
                         raise
                     self._statement(cond, loops, position, constraints)
-                    extra = []
+                    extra, maybe = [], 1
+                self.maybe += maybe
                 self._body(_field(item, "consequence"), loops, position, constraints + extra)
                 alt = _field(item, "alternative")
-                if alt is not None:
+                if alt is not None:  # the else branch of an affine condition runs where it does not hold: may run
                     alt_body = alt.named_children[0] if alt.type == "else_clause" and alt.named_child_count else alt
+                    self.maybe += 1 - maybe
                     self._body(alt_body, loops, position, constraints)
+                    self.maybe -= 1 - maybe
+                self.maybe -= maybe
             elif t == "empty_statement" or (t == "expression_statement" and not item.named_child_count):
                 continue
             else:
@@ -853,7 +917,7 @@ class _Builder:
         else:
             self._reads(node, loop_vars, loops, accesses)
         pos = (*position[:len(loops)], self._next(position, loops))
-        self.stmts.append(Stmt(f"S{len(self.stmts)}", loops, pos, list(constraints), accesses, node))
+        self.stmts.append(Stmt(f"S{len(self.stmts)}", loops, pos, list(constraints), accesses, node, self.maybe == 0))
 
     def _scalar(self, name: str, write: bool, loops: tuple[int, ...]) -> Access:
         if name in self.locals:
@@ -1047,10 +1111,11 @@ class _Builder:
         except Unknown:
             dims = None
         if decl is None or not decl.derivs or len(subs) != len(decl.derivs) or not decl.contiguous:
-            dims = None  # unknown object, a partial subscript, or rows through pointers
-        elif len(subs) > 1 and dims is not None and any(len(m) > 1 for d in dims for m in d):
+            return Access(name, write, None, _text(node))  # unknown object, a partial subscript, or rows through pointers
+        if len(subs) > 1 and dims is not None and any(len(m) > 1 for d in dims for m in d):
             dims = None
-        return Access(name, write, dims, _text(node))
+        # an element of a known array through a subscript outside the model (`x[col[k]]`): any of its elements
+        return Access(name, write, dims, _text(node), whole=dims is None and self.approximate)
 
 
 def _split(p: Poly, loop_vars: set[str]) -> dict[tuple[str, ...], Poly] | None:

@@ -383,11 +383,12 @@ def _top_moves(task_dir: str, source: str | None = None, k: int = 3) -> list[str
 
 
 def test_the_loop_inside_a_serial_loop_is_proposed_first() -> None:
-    """No fork/join charge for an enclosing loop that runs serially anyway: a time loop that rotates buffers
-    (wave2d_f32) or a factorization's step the dependence analysis proves carrying (cholesky_right, after the
-    triangular interchange): the loop inside is the first move, ahead of the compiler flags."""
+    """No fork/join charge for an enclosing loop that runs serially anyway: a factorization's step the dependence
+    analysis proves carrying (cholesky_right, after the triangular interchange): the loop inside is the first move,
+    ahead of the compiler flags. A time loop that rotates buffers through an array of pointers (wave2d_f32) is
+    outside the model: no parallel move on any of its loops (issue 27, item 6: "don't know" means no move)."""
     from kernopt.tuner.permute import permutations
-    assert "on the i loop (line 24)" in _top_moves("tasks/loops/wave2d_f32")[0]  # not the t loop (line 22)
+    assert not any("omp parallel for" in idea for idea in _top_moves("tasks/loops/wave2d_f32", k=100))
     chol = load_task(Path("tasks/loops/cholesky_right"))
     [p] = permutations(chol.baseline_source())
     first, second = _top_moves("tasks/loops/cholesky_right", p.source, 2)

@@ -1,7 +1,11 @@
 """The tuner's OpenMP pragma moves, as edits of the kernel's text: `parallel for` on each loop worth it (schedule and
 collapse(2) variants, the reduction and private clauses it needs), one move that parallelizes every nest at once,
-`simd`, and clause edits on pragmas already there. The order of the parallel-for moves comes from `parallel_prior`;
-the dependence analysis (deps.py) prunes loops it proves carrying and vouches for loops it proves parallel.
+`simd`, and clause edits on pragmas already there. The order of the parallel-for moves comes from `parallel_prior`.
+
+Every move that makes a loop's iterations run in parallel or in SIMD lanes (`parallel for` and its variants,
+collapse(2), `simd`) is offered only on a loop the dependence analysis (deps.py) proves parallel under the clauses
+the move writes (its reductions, its private scalars and the arrays the analysis proves privatizable): "don't know"
+means no move. Clause edits that only change the schedule of a `parallel for` already there stay.
 """
 
 from __future__ import annotations
@@ -50,11 +54,13 @@ def _good(loop: Loop) -> bool:
             and not any(c.startswith("MPI_") for c in loop.calls))
 
 
-def clauses(loop: Loop, collapse: bool = False, live: frozenset[str] = frozenset()) -> str:
+def clauses(loop: Loop, collapse: bool = False, live: frozenset[str] = frozenset(), arrays: tuple[str, ...] = ()) -> str:
     """The reduction(...) and private(...) clauses the loop needs (collapse drops the inner variable); a private
     variable in `live` (read after the loop) is lastprivate: after the loop it holds the last iteration's value, as
     it would after the serial loop. Array reductions are OpenMP 4.5 array sections (`reduction(+:hist[:NBINS])`,
-    gcc >= 6), or a whole local array of constant size (`reduction(+:sums)` for `double sums[K][D]`)."""
+    gcc >= 6), or a whole local array of constant size (`reduction(+:sums)` for `double sums[K][D]`). `arrays`: local
+    arrays the dependence analysis proves privatizable (Nest.privatizable), private too: a copy per thread (a VLA's
+    copy is allocated per thread by the compiler)."""
     parts = []
     ops: dict[str, list[str]] = {}
     for op, var in loop.reductions:
@@ -62,7 +68,7 @@ def clauses(loop: Loop, collapse: bool = False, live: frozenset[str] = frozenset
     for op, array, extent in loop.array_reductions:
         ops.setdefault(op, []).append(f"{array}[:{extent}]" if extent else array)  # "": a whole local array
     parts += [f"reduction({op}:{', '.join(vs)})" for op, vs in ops.items()]
-    kept = [v for v in loop.private if not (collapse and v == loop.inner_var)]
+    kept = [v for v in loop.private if not (collapse and v == loop.inner_var)] + [a for a in arrays if a not in loop.private]
     last = [v for v in kept if v in live] + [v for v in (loop.var, loop.inner_var if collapse else None)
                                                if v and v in live and v not in kept]
     private = [v for v in kept if v not in live]
@@ -98,22 +104,23 @@ def pragma_edits(source: str) -> list[Edit]:
     lives = {loop.index: _live(tree, data, loop, loops) for loop in loops}
     for loop in loops:
         where = f"the {loop.var} loop (line {loop.line + 1})"
-        # collapse(2) runs the loop inside in parallel too, under this loop's clauses: not where that one carries
-        collapse = loop.index not in verdicts.no_collapse
+        # collapse(2) runs the loop inside in parallel too, under this loop's clauses: only where that one is proven
+        collapse = loop.index in verdicts.collapse
         live = lives[loop.index]
         if live is None:  # a private the code reads later that the loop may leave unset: no clause makes that right
             continue
-        if loop.parallelizable and verdicts.parallel.get(loop.index) is not False and loop.index not in verdicts.few:
+        arrays = verdicts.arrays.get(loop.index, ())
+        if loop.parallelizable and loop.index in proven and loop.index not in verdicts.few:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
-            edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live)
+            edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live, arrays)
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
-            edits += _clause_edits(source, loop, where, collapse)
-        if loop.simdable:
+            edits += _clause_edits(source, loop, where, collapse, loop.index in proven)
+        if loop.simdable and loop.index in proven:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
-            pragma = f"#pragma omp simd{clauses(loop, live=live)}"
+            pragma = f"#pragma omp simd{clauses(loop, live=live, arrays=arrays)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
     edits += _all_proven_edit(source, loops, {i: p for i, p in priors.items() if i in proven},
-                              {i: live for i, live in lives.items() if live is not None})
+                              {i: live for i, live in lives.items() if live is not None}, verdicts.arrays)
     return [(new, score, idea, kind) for new, score, idea, kind in edits if new is not None and new != source]
 
 
@@ -167,7 +174,8 @@ def _every_iteration(body: ts.Node | None, name: str) -> bool:
     return True
 
 
-def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float], lives: dict[int, frozenset[str]]) -> list[Edit]:
+def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float], lives: dict[int, frozenset[str]],
+                     arrays: dict[int, tuple[str, ...]]) -> list[Edit]:
     """One move that parallelizes every nest at once (issue 17: kernels of several nests, where single moves
     stack one greedy step at a time): per nest, the best-ranked loop the dependence analysis proves parallel,
     none inside another; only loops worth a move on their own (prior 100 and up: not an inner loop paying a
@@ -185,7 +193,8 @@ def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float], l
     what: list[str] = []
     for loop in sorted(picked, key=lambda lp: -lp.start):  # bottom up: the offsets above stay valid
         sched = _schedules(loop.triangular or loop.indirect)[0][0]
-        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{clauses(loop, live=lives.get(loop.index, frozenset()))}"
+        rest = clauses(loop, live=lives.get(loop.index, frozenset()), arrays=arrays.get(loop.index, ()))
+        pragma = f"#pragma omp parallel for{' ' + sched if sched else ''}{rest}"
         new = insert_pragma(new, loop, pragma)
         what.insert(0, f"`{pragma}` on the {loop.var} loop (line {loop.line + 1})")
     return [(new, max(priors[lp.index] for lp in picked) + 4.0,
@@ -197,23 +206,27 @@ def _all_proven_edit(source: str, loops: list[Loop], priors: dict[int, float], l
 class Verdicts:
     """What the dependence analysis says about the loops (cloops.analyze's, by index): `parallel` True where it proves
     a `parallel for` with the loop's clauses safe, False where the loop carries a dependence through anything else
-    (no move); `no_collapse`: perfect loops whose inner loop carries a dependence under the outer loop's clauses (a
-    collapse(2) would race); `few`: loops that never run more than FEW iterations a time (an unroll-and-jam
-    remainder, `for (q = 0; q < 3; q++)`), where a `parallel for` costs a fork and join and splits nothing worth it.
-    Loops outside the analysis's model are in none."""
+    (no move); `collapse`: perfect loops whose inner loop is proven parallel under the outer loop's clauses too (a
+    collapse(2) is safe); `arrays`: the privatizable arrays a loop's `parallel for` needs private; `few`: loops that
+    never run more than FEW iterations a time (an unroll-and-jam remainder, `for (q = 0; q < 3; q++)`), where a
+    `parallel for` costs a fork and join and splits nothing worth it. Loops outside the analysis's model are in none
+    (and get no move)."""
 
     parallel: dict[int, bool] = field(default_factory=dict)
-    no_collapse: set[int] = field(default_factory=set)
+    collapse: set[int] = field(default_factory=set)
+    arrays: dict[int, tuple[str, ...]] = field(default_factory=dict)
     few: set[int] = field(default_factory=set)
 
 
 def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
     """The analysis of `analysed` (the loops' source with its macros expanded, line for line), matched to the loops
-    by line, variable and depth (two loops on one line stay apart; an ambiguous match gets no verdict)."""
+    by line, variable and depth (two loops of one line, variable and depth by their offset, which is theirs where
+    `analysed` is the loops' own text; an ambiguous match gets no verdict, and no move)."""
     keyed: dict[tuple[int, str | None, int], list[Loop]] = {}
     for loop in loops:
         keyed.setdefault((loop.line, loop.var, loop.depth), []).append(loop)
-    analysed_nests = nests(analysed, assume_noalias=True)  # more overlap only adds dependences
+    # more overlap only adds dependences; an over-approximated access or bound only adds dependences too
+    analysed_nests = nests(analysed, assume_noalias=True, approximate=True)
     seen: dict[tuple[int, str | None, int], int] = {}
     for nest in analysed_nests:
         for info in nest.loops:
@@ -223,18 +236,25 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
         for info in nest.loops:
             key = (info.line, info.var, info.depth)
             match = keyed.get(key, [])
-            if len(match) != 1 or seen[key] != 1:  # two loops one key on either side: no telling them apart
-                continue
+            if len(match) != 1 or seen[key] != 1:  # two loops one key (a macro's loop): the same text tells them apart
+                match = [lp for lp in match if lp.start == info.node.start_byte]
+                if len(match) != 1:
+                    continue
             loop = match[0]
             handled = _handled(loop)
             verdict = nest.parallel(info.index, handled)
+            if verdict is False:  # with its scratch arrays private, each thread's own
+                arrays = tuple(sorted(nest.privatizable(info.index) or ()))
+                if arrays and nest.parallel(info.index, handled | frozenset(arrays)):
+                    verdict, handled = True, handled | frozenset(arrays)
+                    out.arrays[loop.index] = arrays
             if verdict is not None:
                 out.parallel[loop.index] = verdict
             if nest.runs_at_most(info.index, FEW):
                 out.few.add(loop.index)
             inner = [x for x in nest.loops if x.parent == info.index]
-            if loop.perfect and len(inner) == 1 and nest.parallel(inner[0].index, handled) is False:
-                out.no_collapse.add(loop.index)
+            if loop.perfect and len(inner) == 1 and nest.parallel(inner[0].index, handled) is True:
+                out.collapse.add(loop.index)
     return out
 
 
@@ -244,18 +264,19 @@ def _handled(loop: Loop) -> frozenset[str]:
 
 
 def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True,
-                    live: frozenset[str] = frozenset()) -> list[Edit]:
+                    live: frozenset[str] = frozenset(), arrays: tuple[str, ...] = ()) -> list[Edit]:
     """A new `parallel for` on the loop: schedule variants and collapse(2) (where `collapse` allows it)."""
-    variants = [(f"{' ' + sched if sched else ''}{clauses(loop, live=live)}", prior + offset)
+    variants = [(f"{' ' + sched if sched else ''}{clauses(loop, live=live, arrays=arrays)}", prior + offset)
                 for sched, offset in _schedules(loop.triangular or loop.indirect)]
     if loop.perfect and collapse:
-        variants.append((f" collapse(2){clauses(loop, True, live)}", prior - 6.0))
+        variants.append((f" collapse(2){clauses(loop, True, live, arrays)}", prior - 6.0))
     return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
              f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
 
 
-def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True) -> list[Edit]:
-    """Add schedule / collapse (where `collapse` allows it) / simd to an existing `parallel for` pragma on the loop."""
+def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True, proven: bool = False) -> list[Edit]:
+    """Add schedule / collapse (where `collapse` allows it) / simd (where the loop is `proven` parallel) to an existing
+    `parallel for` pragma on the loop."""
     line = loop.omp[-1]
     if line.endswith("\\") or "//" in line or "/*" in line:
         return []
@@ -270,7 +291,7 @@ def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True) ->
     if loop.perfect and collapse and "collapse" not in line and not inner_private:
         out.append((rewrite_pragma(source, loop, f"{line} collapse(2)"), 74.0,
                     f"collapse {where} with the loop inside it (collapse(2))", "other"))
-    if loop.innermost and "simd" not in line and not loop.inner_omp:
+    if loop.innermost and proven and "simd" not in line and not loop.inner_omp:
         simd = re.sub(r"\bparallel\s+for\b", "parallel for simd", line, count=1)
         out.append((rewrite_pragma(source, loop, simd), 60.0 - (30.0 if loop.recurrence or loop.shared else 0.0),
                     f"vectorize {where} as well (parallel for simd)", "compute"))

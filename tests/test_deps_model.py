@@ -129,6 +129,16 @@ def test_a_scratch_vector_read_after_the_loop_is_not_privatizable() -> None:
     assert nest.known and nest.privatizable(var(nest, "r")) == frozenset()
 
 
+def test_a_scalar_is_written_first_only_where_every_iteration_sets_it_before_reading_it() -> None:
+    def first(body: str) -> frozenset[str] | None:
+        return one("void k(int n, const double *restrict x, double *restrict y) {\n    double t = 0;\n"
+                   f"    for (int i = 0; i < n; i++) {{\n        {body}\n    }}\n}}\n").written_first(0)
+
+    assert first("t = x[i]; y[i] = t * t;") == {"t", "y"}
+    assert first("if (x[i] > 0) t = x[i]; y[i] = t;") == {"y"}  # may keep the last iteration's t
+    assert first("y[i] = t; t = x[i];") == {"y"}
+
+
 def test_privatizable_only_for_arrays_of_the_function() -> None:
     # a scratch passed in by the caller: the caller may read what the last iteration left in it
     source = CONTRACTION.replace("double sum[NP];\n", "").replace(

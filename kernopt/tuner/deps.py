@@ -323,12 +323,27 @@ class Nest:
         return d.intersect(carried).is_empty()
 
     def privatizable(self, loop: int) -> frozenset[str] | None:
-        """Arrays of the function that every iteration of the loop writes before it reads them: each element a
-        statement under the loop reads was written before, in the same iteration of the loop (and of the loops
-        around it), by a statement that runs every time and touches exactly that element; and the function names
-        the array nowhere but inside the loop (and its declaration), so no value of it lives into or out of the
-        loop. A private copy per thread (`private(sum)`) then computes what the shared array did. Arrays declared
-        in the nest are fresh per iteration already (not listed). None if unknown."""
+        """Arrays of the function that every iteration of the loop writes before it reads (written_first) and that
+        the function names nowhere but inside the loop (and its declaration), so no value of them lives into or out
+        of the loop. A private copy per thread (`private(sum)`) then computes what the shared array did. Arrays
+        declared in the nest are fresh per iteration already (not listed). None if unknown."""
+        first = self.written_first(loop)
+        if first is None:
+            return None
+        out = set()
+        for name in first:
+            decl = self.declaration(name)
+            if decl is not None and decl.where == "local" and decl.derivs and set(decl.derivs) == {"[]"} \
+                    and self._only_inside(name, loop):
+                out.add(name)
+        return frozenset(out)
+
+    def written_first(self, loop: int) -> frozenset[str] | None:
+        """Objects (arrays and scalars of the function, not those declared in the nest) that the statements under
+        the loop write, and read only where written before: every element a statement under the loop reads was
+        written before, in the same iteration of the loop (and of the loops around it), by a statement that runs
+        every time and touches exactly that element. Private copies of them compute in each iteration what the
+        shared objects did (their values after the loop aside). None if unknown."""
         if not self.known:
             return None
         p = self.loops[loop].depth
@@ -341,11 +356,8 @@ class Nest:
         earlier = isl.UnionMap(f"{prefix}{{ T[{a}] -> T[{b}] : {same} }}").intersect(self._schedule_space_gt(prefix, n))
         before = self.schedule.apply_range(earlier).apply_range(self.schedule.reverse())
         out = set()
-        for name in sorted({x for x, w, _ in self._rels if w}):
-            decl = self.declaration(name)
-            if decl is None or decl.where != "local" or not decl.derivs or set(decl.derivs) != {"[]"} \
-                    or not self._only_inside(name, loop):
-                continue
+        nest_own = {a.array.split("@")[0] for s in self.stmts for a in s.accesses if "@" in a.array}
+        for name in sorted({x for x, w, _ in self._rels if w} - nest_own):
             mine = [(w, exact, rel) for (x, w, rel), exact in zip(self._rels, self._exact, strict=True) if x == name]
             if any(not exact for w, exact, _ in mine if not w):
                 continue  # a read of any element (a subscript outside the model) or of a statement that may not run

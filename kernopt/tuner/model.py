@@ -821,7 +821,8 @@ class _Builder:
         try:
             return self._limit(v, op, node, loop_vars)
         except Unknown:
-            if not self.approximate or node is None or strided:
+            if not self.approximate or node is None or strided or \
+                    not any(x.type == "subscript_expression" for x in _walk(node)):  # data-dependent ones only
                 raise
             for x in _walk(node):
                 if x.type in ("call_expression", "assignment_expression", "update_expression", "comma_expression") or (

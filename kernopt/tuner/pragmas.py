@@ -241,7 +241,7 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
                 if len(match) != 1:
                     continue
             loop = match[0]
-            handled = _handled(loop)
+            handled = _handled(loop, nest.written_first(info.index) or frozenset())
             verdict = nest.parallel(info.index, handled)
             if verdict is False:  # with its scratch arrays private, each thread's own
                 arrays = tuple(sorted(nest.privatizable(info.index) or ()))
@@ -258,9 +258,11 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
     return out
 
 
-def _handled(loop: Loop) -> frozenset[str]:
-    """The objects a `parallel for` on the loop takes care of: its reduction and private variables."""
-    return frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions] + list(loop.private))
+def _handled(loop: Loop, written_first: frozenset[str]) -> frozenset[str]:
+    """The objects a `parallel for` on the loop takes care of: its reduction variables, and its private ones that the
+    analysis proves written before read in every iteration (`written_first`; lastprivate keeps the value after)."""
+    return frozenset([v for _, v in loop.reductions] + [a for _, a, _ in loop.array_reductions]
+                     + [v for v in loop.private if v in written_first])
 
 
 def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse: bool = True,

@@ -288,11 +288,12 @@ def test_a_remainder_of_an_outer_loop_variable_in_a_bound() -> None:
     i, main, rest = (lp.index for lp in nest.loops if lp.var == "i" or lp.step == 4 or "% 4" in nest.source.splitlines()[lp.line])
     assert nest.parallel(i) is False and nest.parallel(main) is True and nest.parallel(rest) is True
     assert nest.runs_at_most(rest, 3) is True and nest.runs_at_most(main, 3) is False
-    # a loop variable's remainder anywhere but a bound is outside the model
+    # a loop variable's remainder in a subscript or a condition is modelled too (issue 27, item 1)
     loop = "void k(int n, double *restrict x) {\n    for (int i = 0; i < n; i++)\n        "
-    assert not nests(loop + "x[i % 4] += 1.0;\n}\n")[0].known
-    guarded = one(loop + "if (i % 2 == 0) x[i] = x[i + 1];\n}\n")  # a condition: taken as maybe running
-    assert guarded.known and guarded.parallel(0) is False
+    assert one(loop + "x[i % 4] += 1.0;\n}\n").parallel(0) is False
+    guarded = one(loop + "if (i % 2 == 0) x[i] = x[i + 1];\n}\n")  # the even i write, the odd elements are read
+    assert guarded.parallel(0) is True
+    assert one(loop + "if (i % 2 == 0) x[i] = x[i + 2];\n}\n").parallel(0) is False
 
 
 def test_a_tiled_nest_with_clipped_point_loops_is_modelled() -> None:

@@ -71,8 +71,33 @@ def test_a_quotient_of_a_loop_variable_in_a_bound() -> None:
     nest = one("void k(long n, double (*restrict x)[n]) {\n    for (long i = 0; i < n; i++)\n"
                "        for (long j = (4 * i + 2) / 2; j < n; j++)\n            x[i][j] = x[j][i] + 1;\n}\n")
     assert nest.parallel(var(nest, "i")) is True
+    # x[i % 2 * n]: a product with a remainder is not affine
     assert nests("void k(long n, double *restrict x) {\n    for (long i = 0; i < n; i++)\n"
-                 "        x[i / 2] = x[i] + 1;\n}\n")[0].known is False  # in a subscript: outside the model
+                 "        x[(i % 2) * n] = x[i] + 1;\n}\n")[0].known is False
+
+
+def parallel_i(body: str, header: str = "for (long i = 0; i < n; i++)") -> bool | None:
+    return one(f"void k(long n, double *restrict x, const double *restrict y, double (*restrict a)[n]) {{\n"
+               f"    {header}\n        {body}\n}}\n").parallel(0)
+
+
+def test_quotients_and_remainders_of_loop_variables_in_subscripts_and_conditions() -> None:
+    assert parallel_i("x[i / 2] += y[i];") is False  # i = 2m and 2m + 1 update one element
+    assert parallel_i("if (i % 2 == 0) x[i / 2] = y[i];") is True  # the even i only: one element each
+    assert parallel_i("if (i % 2 == 1) x[i / 2] = x[i / 2 + 1] + y[i];") is False  # reads what i + 2 writes
+    assert parallel_i("x[i % 4] = y[i];") is False
+    assert parallel_i("x[i + 4] = x[i / 2 * 2 + (i % 2) + 4] + y[i];") is True  # reads x[i + 4] itself
+    # a red-black sweep: the red points read only black neighbours, so both loops are parallel
+    nest = one("void k(long n, double (*restrict a)[n]) {\n    for (long i = 1; i < n - 1; i++)\n"
+               "        for (long j = 1; j < n - 1; j++)\n            if ((i + j) % 2 == 0)\n"
+               "                a[i][j] = a[i - 1][j] + a[i][j - 1] + a[i + 1][j] + a[i][j + 1];\n}\n")
+    assert nest.parallel(0) is True and nest.parallel(1) is True
+    # without the colouring it is Gauss-Seidel: both carry
+    nest = one("void k(long n, double (*restrict a)[n]) {\n    for (long i = 1; i < n - 1; i++)\n"
+               "        for (long j = 1; j < n - 1; j++)\n            if ((i + j) % 2 == 0 || 1)\n"
+               "                a[i][j] = a[i - 1][j] + a[i][j - 1] + a[i + 1][j] + a[i][j + 1];\n}\n".replace(
+                   "            if ((i + j) % 2 == 0 || 1)\n", ""))
+    assert nest.parallel(0) is False and nest.parallel(1) is False
 
 
 def test_a_quotient_of_unsigned_values_is_dont_know() -> None:

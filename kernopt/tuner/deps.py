@@ -1,35 +1,35 @@
 """Dependence analysis of C loop nests in the polyhedral model, with isl (islpy).
 
-`nests(source)` finds every outermost `for` nest inside a function body and, where the nest is
-affine, models it exactly as polyhedral compilers do. kernopt.tuner.model reads the C (loops, statements, their
-constraints and accesses); this module turns that into isl sets and relations (domains, access relations, the
-original schedule), computes the dependences and answers the questions the loop moves ask:
+`nests(source)` finds every outermost `for` nest inside a function body and, where the nest is inside the model,
+models it as polyhedral compilers do. kernopt.tuner.model reads the C (loops, statements, their constraints and
+accesses: what is inside the model and what is outside is said there); this module turns that into isl sets and
+relations and answers the questions the loop moves ask:
 
-- statements: expression statements and initialized declarations, each with its iteration domain
-  (loop bounds affine in the enclosing loop variables and in parameters: `j < i`, `k <= j`, `i < n - 1`;
-  `if` conditions that are conjunctions of affine comparisons narrow the domain, others are
-  over-approximated: the branch is assumed to run and the condition's reads are a statement of their own);
-- access relations: `A[i][j]` on arrays of arrays (`double A[n][m]`, parameters `double A[n][m]` or
-  `double A[][M]`, VLA pointers `double (*A)[n]`), `a[i * n + j]` on flat arrays, delinearized to
-  `a[i][j]` only where isl proves `0 <= j < n` on the statement's domain, `a[k]` for any affine k,
-  and scalars (a scalar declared inside a loop body is a fresh object per iteration of the loops
+- domains: each statement's iteration domain, from the loop bounds and the affine `if` conditions around it, with
+  the definitions of the quotient and remainder parameters (`(9 * n + 7) / 8`, C's truncation toward zero) and of
+  the locals set once from parameters (`long nj = ...;` is the parameter nj, its initializer a constraint);
+- access relations: `A[i][j]` on arrays of arrays, `a[i * n + j]` / `t[(i * nk + k) * nj + j]` on flat arrays
+  delinearized to `a[i][j]` only where isl proves each subscript within its stride on the statement's domain,
+  `a[k]` for any affine k, scalars (one declared inside a loop body is a fresh object per iteration of the loops
   around its declaration, so it is indexed by them);
-- the original execution order as a 2d+1 schedule (a loop that counts down orders its iterations by
-  the negated variable).
+- the original execution order as a 2d+1 schedule (a loop that counts down orders its iterations by the negated
+  variable).
 
-Dependences are memory-based (every pair of instances touching one element, at least one writing,
-in execution order): flow, anti and output. From them: which loops carry none (`parallel`), which
-permutations of a perfect band keep every dependence distance lexicographically non-negative
-(`legal_permutation`), whether a band is fully permutable (tilable), which skew would make it so, and
-which wavefront hyperplane carries every dependence so that the loops under it run in parallel.
+Dependences are memory-based (every pair of instances touching one element, at least one writing, in execution
+order): flow, anti and output. From them: which loops carry none (`parallel`, optionally ignoring the objects a
+clause takes care of), which objects every iteration writes before it reads (`written_first`) and which local arrays
+a private copy per thread may replace (`privatizable`), which permutations of a perfect band keep every dependence
+distance lexicographically non-negative (`legal_permutation`), whether a band is fully permutable (tilable), which
+skew would make it so, and which wavefront hyperplane carries every dependence so that the loops under it run in
+parallel.
 
-Outside the model the answer is None ("don't know"), with the reason: a subscript or bound that is
-not affine (or not delinearizable), a function call other than pure math, pointer dereferences,
-address-of, struct fields, `while`/`do`/`goto`/`break`/`continue`/`return` in the nest, loops whose
-step is not a constant (or is not 1 or -1 on a narrow or unsigned variable), data-dependent bounds, `%` but by a
-positive constant (of loop variables: in bounds only), unsigned values in a remainder, a conditional bound or
-an `if` condition, arrays reached through pointers to pointers or through local pointers, and pointer
-parameters that may overlap (neither one `restrict`) unless `assume_noalias`.
+With `approximate` the model over-approximates where that stays sound instead of answering "don't know": a
+subscript outside the model (`x[col[k]]`, `h[bin[i]]`) touches any element of its array (a write through one
+conflicts with every access of the array; such reads and writes never make an object written first), and a
+data-dependent bound that reads nothing the nest writes (`k < rowptr[i + 1]`) is no bound (the statements under it
+may run). Such a nest answers `parallel` and `privatizable` and has no bands: no loop move rewrites its loops.
+
+Outside the model every query answers None ("don't know"), with the reason (Nest.reason).
 """
 
 from __future__ import annotations
@@ -155,12 +155,18 @@ class Nest:
             for k, a in enumerate(s.accesses):
                 if a.array not in written:
                     continue
+                cond = ""
                 if a.whole:  # any element of the array: free subscripts, as many as its other accesses have
                     dims = [f"o{m}" for m in range(arity.get(a.array, 1))]
+                elif a.defs:  # `x[i / 2]`: the quotient's value, defined for each instance
+                    outs = [f"o{m}" for m in range(len(exact[(s.name, k)]))]
+                    cond = (f" : exists ({', '.join(r for r, _ in a.defs)} : " + " and ".join(
+                        [d for _, d in a.defs] + [f"{o} = {d}" for o, d in zip(outs, exact[(s.name, k)], strict=True)]) + ")")
+                    dims = outs
                 else:
                     dims = exact[(s.name, k)]
                     self._element_of[(s.name, k)] = dims
-                rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}] }}"
+                rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}]{cond} }}"
                 (writes if a.write else reads).append(rel)
                 self._rels.append((a.array.split("@")[0], a.write, rel))
                 self._exact.append(s.must and not a.whole)
@@ -214,6 +220,8 @@ class Nest:
         chain = layout
         if len(chain) == 1:
             return [_isl_poly(a.dims[0], loop_vars)]
+        if a.defs:
+            raise Unknown(f"`{a.text}`: a quotient or remainder of a loop variable in a flat subscript that delinearizes")
         mine = _split(a.dims[0], loop_vars)
         assert mine is not None
         subs = [mine.get(m, {}) for m in reversed(chain)]

@@ -7,22 +7,32 @@ parameters (p_x):
 
 - loops: counted loops over an integer with a constant step; their start and bound affine in the enclosing loop
   variables and parameters (`j < i`, `k <= j`, `i < n - 1`), a choice by one affine comparison (`i < (ii + 32 < n ?
-  ii + 32 : n)`, min and max), a remainder by a positive constant (`n - (n - i) % 4`);
+  ii + 32 : n)`, min and max), a quotient or remainder by a positive constant (`n - (n - i) % 4`, `j < i / 2`);
+  quotients and remainders of loop variables in `if` conditions and subscripts too (`if ((i + j) % 2 == 0)`,
+  `x[i / 2]`), each an existentially quantified variable with its exact definition;
 - statements: expression statements and initialized declarations, each with its enclosing loops, its place in the
   2d+1 schedule and the constraints of the affine `if` conditions around it (a condition outside the model is a
-  statement of its reads, and both branches are taken as running);
+  statement of its reads, and both branches are taken as may-running: Stmt.must is False under them);
 - accesses: arrays of arrays (`double A[n][m]`, parameters `double A[n][m]` or `double A[][M]`, VLA pointers
   `double (*A)[n]`), flat arrays (`a[i * n + j]`: polynomials, delinearized by deps where proven), row pointers
   declared in the nest (`double *row = &a[i * n]`), arrays declared in the nest (a fresh one per iteration of the
   loops around them) and scalars (a scalar declared in the nest is indexed by the loops around its declaration);
-- names: macros that are integer constants, locals of the function assigned once before the nest (`long nn = n *
-  n;` stands for its initializer), local pointers that view a parameter for good, struct members of a struct this
-  file defines, pure functions of this file.
+- parameters: integer names nothing in the nest writes; quotients and remainders of parameters by positive
+  constants (`/k`, `%k`, defined exactly with C's truncation toward zero in every domain); integer locals of the
+  function set once before the nest (`long nj = (9 * n + 7) / 8;`, `const int m2 = 2 * m;`: the parameter nj with
+  its definition; `long nn = n * n;` stands for the product, a parameter of its own);
+- names: macros that are integer constants, local pointers that view a parameter for good, struct members of a
+  struct this file defines, pure functions of this file.
 
 Outside it (`Unknown`, with the reason): pointers, dereferences and commas, calls but to pure functions, a
-non-counted loop, `while`/`do`/`goto`/`break`/`continue`/`return`, unsigned arithmetic in a remainder or condition,
-and anything else the walk does not know.
+non-counted loop, `while`/`do`/`goto`/`break`/`continue`/`return`, a quotient or remainder by anything but a
+positive constant, of unsigned values, or of loop variables in a flat subscript that needs delinearizing or in a
+product (`x[(i % 2) * n]`), unsigned values in a condition, products of loop variables (`i * i`, a packed
+triangle's `i * (i - 1) / 2`), arrays of pointers and pointers assigned in the function (`src = dst`), arrays
+through pointers to pointers, data-dependent bounds and subscripts of written arrays (unless `approximate`: then any
+value, see deps), and anything else the walk does not know.
 """
+
 from __future__ import annotations
 
 import itertools
@@ -107,6 +117,8 @@ class Access:
     dims: tuple[Poly, ...] | None
     text: str = ""
     whole: bool = False  # a subscript outside the model, taken as touching any element of the array (approximate)
+    # quotients and remainders of loop variables in the subscripts (`x[i / 2]`): (isl name, its definition)
+    defs: tuple[tuple[str, str], ...] = ()
 
 
 @dataclass
@@ -731,6 +743,20 @@ class _Builder:
             raise Unknown("not an affine condition")
         return [f"{self.affine(_field(node, 'left'), loop_vars)} {_CMP[op]} {self.affine(_field(node, 'right'), loop_vars)}"]
 
+    def _if_condition(self, node: ts.Node | None, loop_vars: set[str]) -> list[str]:
+        """An `if` condition's constraints (condition), where quotients and remainders of loop variables may appear
+        (`if ((i + j) % 2 == 0)`): each exists-quantified with its definition."""
+        self.bound = []
+        try:
+            cons = self.condition(node, loop_vars)
+            defs = self.bound
+        finally:
+            self.bound = None
+        if not defs:
+            return cons
+        names = ", ".join(r for r, _ in defs)
+        return [f"exists ({names} : {' and '.join([d for _, d in defs] + cons)})"]
+
     def _limit(self, v: str, op: str, node: ts.Node | None, loop_vars: set[str]) -> str:
         """`v op E` for a loop's start or bound E as an isl constraint. E may choose by one affine comparison (a tile's
         point loop, `i < (ii + 32 < n ? ii + 32 : n)`): `(c and v op x) or (not c and v op y)`, exactly."""
@@ -867,7 +893,7 @@ class _Builder:
                 cond = _field(item, "condition")
                 maybe = 0
                 try:
-                    extra = self.condition(cond, loop_vars)
+                    extra = self._if_condition(cond, loop_vars)
                 except Unknown:  # data-dependent: the condition reads are a statement, both branches may run
                     if cond is None:
                         raise
@@ -1107,16 +1133,23 @@ class _Builder:
             if not write:  # the subscripts' own reads (x[idx[i]] reads idx[i]); a target's were read already
                 self._reads(s, loop_vars, loops, out)
         dims: tuple[Poly, ...] | None
+        defs: list[tuple[str, str]] = []
         try:
+            self.bound = defs  # a loop variable's quotient or remainder (`x[i / 2]`), defined in the access relation
             dims = tuple(self.poly(s, loop_vars) for s in subs)
         except Unknown:
             dims = None
+        finally:
+            self.bound = None
+        if dims is not None and any(len(m) > 1 and any(v in self.local_remainders for v in m) for d in dims for m in d):
+            dims = None  # a product with one (`x[(i % 2) * n]`): not affine
         if decl is None or not decl.derivs or len(subs) != len(decl.derivs) or not decl.contiguous:
             return Access(name, write, None, _text(node))  # unknown object, a partial subscript, or rows through pointers
         if len(subs) > 1 and dims is not None and any(len(m) > 1 for d in dims for m in d):
             dims = None
         # an element of a known array through a subscript outside the model (`x[col[k]]`): any of its elements
-        return Access(name, write, dims, _text(node), whole=dims is None and self.approximate)
+        return Access(name, write, dims, _text(node), whole=dims is None and self.approximate,
+                      defs=tuple(defs) if dims is not None else ())
 
 
 def _split(p: Poly, loop_vars: set[str]) -> dict[tuple[str, ...], Poly] | None:

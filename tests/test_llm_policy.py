@@ -21,7 +21,7 @@ from kernopt.agent.llm import Idea, LLMPolicy, allowed_knobs, parse_plan
 from kernopt.agent.search import Hooks
 from kernopt.candidate import Candidate
 from kernopt.evaluators.c_family.static_gate import check_source
-from kernopt.evaluators.result import EvalResult, TimingStats, Verification
+from kernopt.evaluators.result import EvalResult, PairedComparison, TimingStats, Verification
 from kernopt.model import Completion, Message, ModelBudgetExhausted, ModelError, Spend
 from kernopt.prompts import best_so_far, render
 from kernopt.task import Task, load_task
@@ -388,6 +388,29 @@ def test_best_so_far_formula(task: Task) -> None:
     assert best["id"] == a.id and best["reward"] == round(math.log(2.0), 4)  # 3.0x is not significant: not counted
     discounted = best_so_far(history, gamma=0.5)  # 0.25 * ln 2 = 0.173 < ln 1.5 = 0.405
     assert discounted["id"] == c.id and discounted["reward"] == round(math.log(1.5), 4)
+
+
+def test_the_prompts_best_is_the_searchs_paired_decision(task: Task) -> None:
+    """Two speedups from separate evaluations are not compared once a paired timing against the best exists: a child
+    that reads 2.4x against its own baseline timing but 0.99x against the best in the same rounds does not become the
+    prompts' best; one 5% faster in the pair does. Every row shows its own time per call and the paired ratio."""
+    state, _ = state_for(task)
+    a, b, c = (derived(state, f"{PARALLEL}// {i}\n", f"v{i}") for i in range(3))
+    tie = ok_result(b, 2.4).model_copy(update={"vs_best": PairedComparison(
+        best_id=a.id, ratio=0.99, ci_low=0.97, ci_high=1.01, candidate_median_s=0.5, best_median_s=0.495)})
+    win = ok_result(c, 2.1).model_copy(update={"vs_best": PairedComparison(
+        best_id=a.id, ratio=1.05, ci_low=1.03, ci_high=1.07, paired_low=1.02, p_value=0.001, candidate_median_s=0.47,
+        best_median_s=0.495, replaces_best=True)})
+    state.history = [(a, ok_result(a, 2.0)), (b, tie)]
+    assert best_so_far(state.history)["id"] == a.id
+    state.history.append((c, win))
+    assert best_so_far(state.history)["id"] == c.id
+    state.parent = c
+    model = FakeModel(planner=['{"ideas": [{"idea": "x"}]}'])
+    LLMPolicy(model).plan(state, 1)
+    prompt = model.calls[0][1][0]["content"]
+    assert f"{c.id}: 476 ms per call, 2.10x over the baseline" in prompt
+    assert f"- {b.id} [llm, from baseline] -> 417 ms, 2.40x [2.16, 2.64] (faster); vs best {a.id}: 0.99x [0.97, 1.01]" in prompt
 
 
 # ---------------------------------------------------------------------------------------- critic

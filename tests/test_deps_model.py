@@ -162,6 +162,8 @@ def test_a_scalar_is_written_first_only_where_every_iteration_sets_it_before_rea
     assert first("t = x[i]; y[i] = t * t;") == {"t", "y"}
     assert first("if (x[i] > 0) t = x[i]; y[i] = t;") == {"y"}  # may keep the last iteration's t
     assert first("y[i] = t; t = x[i];") == {"y"}
+    assert first("x[i] > 0 ? (t = x[i]) : 0; y[i] = t;") == {"y"}  # a write in a conditional expression may not run
+    assert first("x[i] > 0 && (t = x[i]); y[i] = t;") == {"y"}
 
 
 def test_privatizable_only_for_arrays_of_the_function() -> None:

@@ -169,7 +169,7 @@ class Nest:
                 rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}]{cond} }}"
                 (writes if a.write else reads).append(rel)
                 self._rels.append((a.array.split("@")[0], a.write, rel))
-                self._exact.append(s.must and not a.whole)
+                self._exact.append(s.must and not a.whole and not a.may)
         self.domains = _union_set(domains)
         self.schedule = _union_map(sched).intersect_domain(self.domains)
         self.writes = _union_map(writes).intersect_domain(self.domains)

@@ -38,7 +38,7 @@ from __future__ import annotations
 import itertools
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import tree_sitter as ts
 
@@ -119,6 +119,7 @@ class Access:
     whole: bool = False  # a subscript outside the model, taken as touching any element of the array (approximate)
     # quotients and remainders of loop variables in the subscripts (`x[i / 2]`): (isl name, its definition)
     defs: tuple[tuple[str, str], ...] = ()
+    may: bool = False  # a write that may not happen when its statement runs (`c ? (x[i] = 1) : 0`, `c && (x[i] = 1)`)
 
 
 @dataclass
@@ -1097,12 +1098,12 @@ class _Builder:
                 raise Unknown(f"the loop variable `{name}` is written")
             self._in_scope(name, node)
             out.extend([self._scalar(name, False, loops)] if read else [])
-            out.append(self._scalar(name, True, loops))
+            out.append(replace(self._scalar(name, True, loops), may=_conditional(node)))
             return
         if node is not None and node.type == "subscript_expression":
             if read:
                 out.append(self._element(node, False, loop_vars, loops, out))
-            out.append(self._element(node, True, loop_vars, loops, out))
+            out.append(replace(self._element(node, True, loop_vars, loops, out), may=_conditional(node)))
             return
         raise Unknown(f"an assignment to `{_text(node)}`")
 
@@ -1150,6 +1151,17 @@ class _Builder:
         # an element of a known array through a subscript outside the model (`x[col[k]]`): any of its elements
         return Access(name, write, dims, _text(node), whole=dims is None and self.approximate,
                       defs=tuple(defs) if dims is not None else ())
+
+
+def _conditional(node: ts.Node) -> bool:
+    """The expression runs only on some evaluations of its statement: inside a conditional expression or an operand
+    of `&&` / `||`."""
+    for a in _ancestors(node):
+        if a.type in ("expression_statement", "declaration", "for_statement", "if_statement", "compound_statement"):
+            return False
+        if a.type == "conditional_expression" or (a.type == "binary_expression" and _text(_field(a, "operator")) in ("&&", "||")):
+            return True
+    return False
 
 
 def _split(p: Poly, loop_vars: set[str]) -> dict[tuple[str, ...], Poly] | None:

@@ -54,6 +54,7 @@ from kernopt.tuner.model import (  # noqa: F401  (PURE, declared_names, _declara
     _add,
     _Builder,
     _chain,
+    _changed,
     _declarator,
     _field,
     _ident,
@@ -189,6 +190,8 @@ class Nest:
         x, y = b.origins.get(x, x), b.origins.get(y, y)  # a view of a parameter is that parameter here
         if x == y:
             return True
+        if x in b.fresh or y in b.fresh:
+            return False  # a block an allocator returned, held for good: no other object overlaps it
         dx, dy = b.decls.get(x), b.decls.get(y)
         if dx is None or dy is None:  # an undeclared array: a macro or a header's global
             other = dx or dy
@@ -344,7 +347,31 @@ class Nest:
             if decl is not None and decl.where == "local" and decl.derivs and set(decl.derivs) == {"[]"} \
                     and self._only_inside(name, loop):
                 out.add(name)
+            elif name in self._builder.fresh and self.allocation(name) is not None and self._only_inside(name, loop, True):
+                out.add(name)
         return frozenset(out)
+
+    def allocation(self, name: str) -> str | None:
+        """The declaration of a scratch block that an allocator returns (`double *sum = malloc(np * sizeof *sum);`,
+        model._fresh), as text another place of the function may run again to get a block of its own: a declaration
+        of that one name, whose initializer reads only names nothing in the function changes and that the function
+        declares at most once (the same values there). None otherwise."""
+        decl = self.declaration(name)
+        if decl is None or decl.node is None or name not in self._builder.fresh:
+            return None
+        declarators = decl.node.children_by_field_name("declarator")
+        if len(declarators) != 1:
+            return None
+        declarator = declarators[0]
+        names = {_text(x) for x in _walk(declarator) if x.type == "identifier"} - {name}
+        declared: dict[str, int] = {}
+        for d in _walk(self.func):
+            if d.type in ("declaration", "parameter_declaration"):
+                for x in d.children_by_field_name("declarator"):
+                    declared[_declarator(x)[0]] = declared.get(_declarator(x)[0], 0) + 1
+        if names & _changed(self.func) or any(declared.get(x, 0) > 1 for x in names):
+            return None
+        return _text(decl.node)
 
     def written_first(self, loop: int) -> frozenset[str] | None:
         """Objects (arrays and scalars of the function, not those declared in the nest) that the statements under
@@ -385,14 +412,20 @@ class Nest:
         a, b = ", ".join(f"t{k}" for k in range(n)), ", ".join(f"u{k}" for k in range(n))
         return isl.UnionMap(f"{prefix}{{ T[{a}] -> T[{b}] : {' or '.join(parts)} }}")
 
-    def _only_inside(self, name: str, loop: int) -> bool:
-        """The function names `name` only inside the loop and in its declarations."""
+    def _only_inside(self, name: str, loop: int, freed: bool = False) -> bool:
+        """The function names `name` only inside the loop and in its declarations (and, where `freed`, in statements
+        `free(name);`)."""
         node = self.loops[loop].node
         for x in _walk(_field(self.func, "body")):
             if x.type != "identifier" or _text(x) != name or node.start_byte <= x.start_byte < node.end_byte:
                 continue
-            if x.parent is None or not (x.parent.type.endswith("declarator") or x.parent.type == "declaration"):
-                return False
+            if x.parent is not None and (x.parent.type.endswith("declarator") or x.parent.type == "declaration"):
+                continue
+            call = x.parent.parent if x.parent is not None and x.parent.type == "argument_list" else None
+            if freed and call is not None and _text(call) == f"free({name})" and call.parent is not None \
+                    and call.parent.type == "expression_statement":
+                continue
+            return False
         return True
 
     def carried(self, loop: int) -> list[str] | None:

@@ -358,6 +358,30 @@ def _views(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, str
     return out
 
 
+_ALLOCATORS = frozenset({"malloc", "calloc", "aligned_alloc"})
+
+
+def _fresh(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> frozenset[str]:
+    """Local pointers of the function that hold a block of their own for good: initialized by an allocator (through
+    casts: `double *tmp = (double *)malloc(n * sizeof *tmp);`) and never changed again (`_once`): an object distinct
+    from every other one, as a local array is."""
+    out = set()
+    shadowed = declared_names(func)
+    for name, d in _once(func, top, decls).items():
+        if d.derivs != ("*",) or d.node is None:
+            continue
+        for x in d.node.children_by_field_name("declarator"):
+            if x.type != "init_declarator" or _declarator(x)[0] != name:
+                continue
+            v = _field(x, "value")
+            while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
+                v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
+            callee = _text(_field(v, "function")) if v is not None and v.type == "call_expression" else ""
+            if callee in _ALLOCATORS and callee not in shadowed:
+                out.add(name)
+    return frozenset(out)
+
+
 def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, ts.Node]:
     """Integer locals of the function declared before the nest with an initializer, never changed (`_once`), whose
     initializer reads only names nothing changes either (`long nn = n * n;`): in an index or bound they stand for
@@ -475,6 +499,7 @@ class _Builder:
         # names the function declares (a parameter `double (*g)(double)`, a local): a call to one is not the file's g
         self.shadowing = declared_names(func)
         self.origins = _views(func, top, self.decls)
+        self.fresh = _fresh(func, top, self.decls)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []

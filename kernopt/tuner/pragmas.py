@@ -110,12 +110,15 @@ def pragma_edits(source: str) -> list[Edit]:
         if live is None:  # a private the code reads later that the loop may leave unset: no clause makes that right
             continue
         arrays = verdicts.arrays.get(loop.index, ())
-        if loop.parallelizable and loop.index in proven and loop.index not in verdicts.few:
+        copies = verdicts.copies.get(loop.index, ())
+        if loop.parallelizable and loop.index in proven and loop.index not in verdicts.few and copies:
+            edits += _copy_edits(source, loop, where, parallel_prior(loop, loops, proven, carrying), live, arrays, copies)
+        elif loop.parallelizable and loop.index in proven and loop.index not in verdicts.few:
             priors[loop.index] = parallel_prior(loop, loops, proven, carrying)
             edits += _parallel_edits(source, loop, where, priors[loop.index], collapse, live, arrays)
         elif loop.omp and re.search(r"\bparallel\s+for\b", loop.omp[-1]):
             edits += _clause_edits(source, loop, where, collapse, loop.index in proven)
-        if loop.simdable and loop.index in proven:
+        if loop.simdable and loop.index in proven and not copies:
             score = 64.0 + (6.0 if loop.reductions else 0.0) - (30.0 if loop.recurrence or loop.shared else 0.0)
             pragma = f"#pragma omp simd{clauses(loop, live=live, arrays=arrays)}"
             edits.append((insert_pragma(source, loop, pragma), score, f"add `{pragma}` on {where}", "compute"))
@@ -215,6 +218,8 @@ class Verdicts:
     parallel: dict[int, bool] = field(default_factory=dict)
     collapse: set[int] = field(default_factory=set)
     arrays: dict[int, tuple[str, ...]] = field(default_factory=dict)
+    # privatizable scratch blocks from an allocator: (name, its declaration), run again by each thread (_copy_edits)
+    copies: dict[int, tuple[tuple[str, str], ...]] = field(default_factory=dict)
     few: set[int] = field(default_factory=set)
 
 
@@ -247,7 +252,8 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
                 arrays = tuple(sorted(nest.privatizable(info.index) or ()))
                 if arrays and nest.parallel(info.index, handled | frozenset(arrays)):
                     verdict, handled = True, handled | frozenset(arrays)
-                    out.arrays[loop.index] = arrays
+                    out.arrays[loop.index] = tuple(a for a in arrays if nest.allocation(a) is None)
+                    out.copies[loop.index] = tuple((a, text) for a in arrays if (text := nest.allocation(a)) is not None)
             if verdict is not None:
                 out.parallel[loop.index] = verdict
             if nest.runs_at_most(info.index, FEW):
@@ -274,6 +280,31 @@ def _parallel_edits(source: str, loop: Loop, where: str, prior: float, collapse:
         variants.append((f" collapse(2){clauses(loop, True, live, arrays)}", prior - 6.0))
     return [(insert_pragma(source, loop, f"#pragma omp parallel for{rest}"), score,
              f"add `#pragma omp parallel for{rest}` on {where}", "other") for rest, score in variants]
+
+
+def _copy_edits(source: str, loop: Loop, where: str, prior: float, live: frozenset[str], arrays: tuple[str, ...],
+                copies: tuple[tuple[str, str], ...]) -> list[Edit]:
+    """A `parallel for` whose scratch blocks from an allocator are each thread's own: the loop in a parallel region
+    that runs the blocks' declarations again (each thread allocates its own block, under the same name) and frees
+    them after the work-shared loop (`#pragma omp parallel { double *sum = malloc(...); #pragma omp for ...; free(sum);
+    }`). The shared block is no longer touched by the loop (Nest.privatizable: the function reads it nowhere else)."""
+    data = source.encode()
+    ind = loop.indent
+    line_start = data.rfind(b"\n", 0, loop.start) + 1
+    start, lead = (line_start, "") if not data[line_start:loop.start].strip() else (loop.start, "\n")
+    decls = "".join(f"{ind}    {text.strip()}\n" for _, text in copies)
+    frees = "".join(f"{ind}    free({name});\n" for name, _ in copies)
+    schedules = _schedules(loop.triangular or loop.indirect)[:2]
+    out: list[Edit] = []
+    for sched, offset in schedules:
+        rest = f"{' ' + sched if sched else ''}{clauses(loop, live=live, arrays=arrays)}"
+        block = (f"{lead}{ind}#pragma omp parallel\n{ind}{{\n{decls}{ind}    #pragma omp for{rest}\n{ind}    ".encode()
+                 + data[loop.start:loop.end] + f"\n{frees}{ind}}}".encode())
+        new = (data[:start] + block + data[loop.end:]).decode()
+        names = ", ".join(name for name, _ in copies)
+        out.append((new, prior + offset, f"add `#pragma omp for{rest}` on {where} in a parallel region where each thread "
+                    f"allocates its own {names}", "other"))
+    return out
 
 
 def _clause_edits(source: str, loop: Loop, where: str, collapse: bool = True, proven: bool = False) -> list[Edit]:

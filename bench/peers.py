@@ -6,7 +6,8 @@ For every task, these programs are built, verified and timed together, on one ma
   serial -O3     the task's own build of its baseline (the reference every speedup is relative to)
   -march=native  the baseline source, gcc -O3 -march=native
   gcc autopar    the baseline source, gcc -O3 -march=native -ftree-parallelize-loops=<cores> (+ -lgomp at link)
-  clang Polly    the baseline source, clang -O3 -march=native -mllvm -polly -mllvm -polly-parallel (+ -lgomp)
+  gcc graphite   the same with graphite's loop nest optimizer: -floop-nest-optimize -floop-parallelize-all (+ -lgomp)
+  clang Polly    the baseline source, clang-19 -O3 -march=native -mllvm -polly -mllvm -polly-parallel (+ -lgomp)
   kernopt tuner  the best candidate of `kernopt optimize TASK --policy tuner --budget B` (run here, or taken
                  from an earlier run directory with --tuner-runs)
 
@@ -73,6 +74,9 @@ from kernopt.task import AnyTask, Task, load_task  # noqa: E402
 Groups = list[list[float]]
 BASE = "serial"
 DOC = REPO / "docs" / "benchmarks.md"
+# gcc's graphite: its polyhedral loop nest optimizer, and parallel code for every loop it can prove parallel
+# (with -ftree-parallelize-loops, which emits the parallel loops).
+GRAPHITE_FLAGS = ("-floop-nest-optimize", "-floop-parallelize-all")
 
 
 # ---------------------------------------------------------------- the programs
@@ -99,23 +103,27 @@ def peer_toolchains(task: Task, cores: int) -> list[tuple[str, str, Toolchain]]:
     gcc = "g++" if task.language == "cpp" else "gcc"
     return [("native", "-O3 -march=native", Toolchain(gcc, ("-march=native",))),
             ("autopar", f"gcc autopar ({cores})", Toolchain(gcc, ("-march=native", f"-ftree-parallelize-loops={cores}"), ("-lgomp",))),
-            ("polly", "clang Polly parallel", polly_toolchain(task.language))]
+            ("graphite", f"gcc graphite ({cores})",
+             Toolchain(gcc, ("-march=native", *GRAPHITE_FLAGS, f"-ftree-parallelize-loops={cores}"), ("-lgomp",))),
+            ("polly", "clang-19 Polly parallel", polly_toolchain(task.language))]
 
 
 def polly_problem() -> str | None:
-    """None when this machine's clang optimizes with Polly (and emits its parallel loops), else why not."""
-    if shutil.which("clang") is None:
-        return "clang is not installed"
+    """None when this machine's Polly clang (polly_toolchain's) optimizes with Polly (and emits its parallel loops),
+    else why not."""
+    clang = polly_toolchain("c").compiler
+    if shutil.which(clang) is None:
+        return f"{clang} is not installed (scripts/setup.sh installs it)"
     with tempfile.TemporaryDirectory() as d:
         src = Path(d) / "t.c"
         src.write_text("void f(long n, double *restrict a, const double *restrict b) {\n"
                        "  for (long i = 0; i < n; i++) for (long j = 0; j < n; j++) a[i * n + j] = 2 * b[j * n + i]; }\n")
-        p = subprocess.run(["clang", "-O3", *POLLY_FLAGS, "-c", str(src), "-o", str(Path(d) / "t.o")], capture_output=True, text=True)
+        p = subprocess.run([clang, "-O3", *POLLY_FLAGS, "-c", str(src), "-o", str(Path(d) / "t.o")], capture_output=True, text=True)
         if p.returncode != 0:
-            return f"clang has no Polly ({tail(p.stderr, 1)[:120]})"
+            return f"{clang} has no Polly ({tail(p.stderr, 1)[:120]})"
         nm = subprocess.run(["nm", "-P", str(Path(d) / "t.o")], capture_output=True, text=True).stdout
         if "GOMP_" not in nm:
-            return "clang accepted -polly-parallel but emitted no parallel loop for a trivially parallel nest"
+            return f"{clang} accepted -polly-parallel but emitted no parallel loop for a trivially parallel nest"
     return None
 
 
@@ -241,7 +249,7 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
     for key, label, tc in peer_toolchains(task, args.cores):
         variants[key] = Variant(key, label, baseline_candidate(task), tc)
     if polly is not None:
-        variants["polly"] = Variant("polly", "clang Polly parallel", status="unavailable", reason=polly)
+        variants["polly"] = Variant("polly", "clang-19 Polly parallel", status="unavailable", reason=polly)
     tuner = Variant("kernopt", "kernopt tuner")
     if args.budget == 0 and args.tuner_runs is None:
         tuner.status, tuner.reason = "not run", "--budget 0"
@@ -268,7 +276,7 @@ def run_task(task: Task, args: argparse.Namespace, polly: str | None, log: list[
                 log.append(f"{row_name(task)}: {v.label}: {result.status}: {result.reason}")
                 continue
             programs[v.key] = Binary(v.binary, v.candidate.threads or task.timing.threads, 1, v.candidate.bind)
-            if v.key in ("autopar", "polly"):
+            if v.key in ("autopar", "graphite", "polly"):
                 v.parallel_loops = parallel_loops(v.binary)
         print(f"  {task.name}: timing {len(programs)} programs, {args.rounds} rounds ...", file=sys.stderr, flush=True)
         groups, failed = time_interleaved(ev, programs, args.rounds, BASE, reps=args.reps)
@@ -303,7 +311,9 @@ def verdict(results: dict[str, dict[str, Variant]], bounds: dict[str, tuple[str,
     with the tuner's own fraction of the compute roof."""
     if "kernopt" not in next(iter(results.values())) or all(vs["kernopt"].status != "ok" for vs in results.values()):
         return []
-    peers = {k: geomean_of(results, k) for k in ("autopar", "polly") if any(vs[k].status == "ok" for vs in results.values())}
+    first = next(iter(results.values()))
+    peers = {k: geomean_of(results, k) for k in ("autopar", "graphite", "polly")
+             if k in first and any(vs[k].status == "ok" for vs in results.values())}
     mine = geomean_of(results, "kernopt")
     out = []
     if peers:
@@ -402,6 +412,7 @@ def machine() -> dict[str, str]:
                platform.processor())
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True, cwd=REPO).stdout.strip()
     return {"cpu": cpu, "cores": str(os.cpu_count()), "gcc": first_line(["gcc", "--version"]), "clang": first_line(["clang", "--version"]),
+            "polly clang": first_line([polly_toolchain("c").compiler, "--version"]),
             "os": platform.platform(), "date": datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC"),
             "kernopt": f"{__version__} ({commit or 'no git'})"}
 
@@ -463,6 +474,7 @@ def main(argv: list[str] | None = None) -> int:
         roofs = "no roofline column" if profile is None else "roofs (kernopt hw probe): " + ", ".join(
             f"{t} thread{'s' * (t > 1)} {profile.peak_at(t):.1f} GFLOP/s and {profile.bandwidth_at(t):.1f} GB/s" for t in sorted(profile.peak_gflops))
         body = [f"Measured {info['date']} with `{command}` on {info['cpu']}, {info['cores']} cores; {info['gcc']}; {info['clang']}; "
+                f"{info['polly clang']}; "
                 f"{info['os']}; kernopt {info['kernopt']}. {tuner_note}. Polly: {polly or 'available'}; {roofs}.", "", *lines]
         if log:
             body += ["", "Notes from this run:", "", *(f"- {x}" for x in log)]

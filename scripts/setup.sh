@@ -7,9 +7,12 @@ cd "$(dirname "$0")/.."
 
 # libclang-rt-dev: clang's ThreadSanitizer runtime, which the race check links (Debian 12: libclang-rt-14-dev, a
 # Recommends of clang that --no-install-recommends skips; without it every race check fails, and fails closed).
+# clang-19: the Polly build (a candidate's toolchain = "polly", bench/peers.py's Polly peer); Debian 12's clang-19 has
+# Polly built in (clang 14's segfaults on chains of matrix products). Where the release has no clang-19 the Polly
+# build is unavailable (the tuner does not offer it, peers shows it so), everything else works.
 # bubblewrap: the local sandbox runs every command inside bwrap (its own file system view, pid and network
 # namespaces); without it the local sandbox runs nothing (fails closed).
-PKGS=(gcc g++ clang libomp-dev libclang-rt-dev openmpi-bin libopenmpi-dev binutils bubblewrap python3 python3-venv python3-pip)
+PKGS=(gcc g++ clang clang-19 libomp-dev libclang-rt-dev openmpi-bin libopenmpi-dev binutils bubblewrap python3 python3-venv python3-pip)
 missing=()
 for p in "${PKGS[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -22,6 +25,10 @@ if [ ${#missing[@]} -gt 0 ]; then
   if [[ " ${missing[*]} " == *" libclang-rt-dev "* ]] && ! apt-cache show libclang-rt-dev >/dev/null 2>&1; then
     # Releases before the split (Debian 11, Ubuntu 22.04) ship the runtime inside libclang-common-*-dev, a clang dependency.
     kept=(); for p in "${missing[@]}"; do [ "$p" = libclang-rt-dev ] || kept+=("$p"); done; missing=("${kept[@]}")
+  fi
+  if [[ " ${missing[*]} " == *" clang-19 "* ]] && ! apt-cache show clang-19 >/dev/null 2>&1; then
+    echo "setup: note: this release has no clang-19 package: the Polly build (toolchain = \"polly\") is unavailable"
+    kept=(); for p in "${missing[@]}"; do [ "$p" = clang-19 ] || kept+=("$p"); done; missing=("${kept[@]}")
   fi
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi

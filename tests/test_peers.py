@@ -226,9 +226,9 @@ def test_peers_end_to_end(tmp_path: Path) -> None:
     assert p.returncode == 0, p.stderr[-2000:]
     row = next(ln for ln in p.stdout.splitlines() if ln.startswith("| data/small_reduction"))
     cells = [c.strip() for c in row.strip("|").split("|")]
-    assert cells[6:] in ([], ["–"]) and float(cells[1]) > 0  # roofline column: the task declares no [roofline] work
+    assert cells[7:] in ([], ["–"]) and float(cells[1]) > 0  # roofline column: the task declares no [roofline] work
     polly = peers.polly_problem()
-    for c in cells[2:6]:
+    for c in cells[2:7]:
         assert (re.fullmatch(r"\d+\.\d\dx \(\d+\.\d\d–\d+\.\d\d\)\*?( \(no parallel loop\))?", c) or (c == "unavailable" and polly)
                 or c == "**wrong answer**"), row
     data = json.loads(saved.read_text())["tasks"]["data/small_reduction"]
@@ -236,6 +236,7 @@ def test_peers_end_to_end(tmp_path: Path) -> None:
     assert "-ftree-parallelize-loops=" in " ".join(data["autopar"]["toolchain"])
     assert isinstance(data["autopar"]["parallel_loops"], int) and data["native"]["parallel_loops"] is None
     assert ("(no parallel loop)" in cells[3]) == (data["autopar"]["parallel_loops"] == 0)
+    assert "-floop-nest-optimize" in data["graphite"]["toolchain"] and isinstance(data["graphite"]["parallel_loops"], int)
     text = doc.read_text()
     assert "<!-- peers:begin -->" in text and "| data/small_reduction |" in text and "tuner budget 1" in text
     # the tuner's best again, taken from the run directory this time

@@ -3,7 +3,8 @@
 # mmdebstrap (only the package mirror is reached), puts a clean clone of this repository in it, runs
 # scripts/setup.sh there as root, then
 #   1. `kernopt eval tasks/openmp/reduction --candidate <a correct OpenMP reduction>` must say race_check clean;
-#   2. with the ThreadSanitizer runtime removed, the same eval must not be a verified ok, and
+#   2. clang-19's Polly (the Polly build) compiles a parallel nest into parallel loops;
+#   3. with the ThreadSanitizer runtime removed, the same eval must not be a verified ok, and
 #      `kernopt doctor` must name the package.
 # Usage (root): scripts/fresh_setup_check.sh [WORKDIR]   (default: a new directory under /var/tmp)
 set -euo pipefail
@@ -53,6 +54,8 @@ run "./scripts/setup.sh" | tail -2
 echo "fresh: eval with every gate installed"
 run ".venv/bin/kernopt eval tasks/openmp/reduction --candidate reduction_ok.c --sandbox local --json" > "$work/eval1.json" || true
 python3 -c "import json,sys; d=json.load(open(sys.argv[1])); print('  status', d['status'], 'race_check', d['race_check']); sys.exit(0 if d['status']=='ok' and d['race_check']=='clean' else 1)" "$work/eval1.json"
+echo "fresh: the Polly build (clang-19) emits parallel loops"
+run ".venv/bin/python -c 'import sys; sys.path.insert(0, \"bench\"); import peers; p = peers.polly_problem(); print(\"  polly:\", p or \"available\"); sys.exit(p is not None)'"
 echo "fresh: the sanitizer runtime removed"
 run "apt-get remove -y -qq libclang-rt-14-dev >/dev/null 2>&1; rm -rf /root/.cache/kernopt/doctor"
 run ".venv/bin/kernopt eval tasks/openmp/reduction --candidate reduction_ok.c --sandbox local --json" > "$work/eval2.json" 2> "$work/eval2.err" || true

@@ -215,6 +215,20 @@ def test_writes_through_subscripts_outside_the_model_conflict_with_everything() 
     assert nest.privatizable(var(nest, "r")) == frozenset()
 
 
+def test_a_subscript_outside_the_model_leaves_the_others_exact() -> None:
+    source = ("void k(long n, long m, const int *restrict idx, const double *restrict x, double (*restrict a)[m]) {\n"
+              "    for (long i = 0; i < n; i++) {\n        int r = idx[i];\n"
+              "        for (long j = 0; j < m; j++)\n            BODY;\n    }\n}\n")
+    nest = one(source.replace("BODY", "a[r][j] += x[i * m + j]"), approximate=True)
+    assert nest.parallel(var(nest, "j")) is True  # one row r per i, column j: each j its own element
+    assert nest.parallel(var(nest, "i")) is False  # two i may have one r
+    nest = one(source.replace("BODY", "a[r][j] = a[r][j + 1] + x[j]").replace("j < m;", "j < m - 1;"), approximate=True)
+    assert nest.parallel(var(nest, "j")) is False  # reads the column the next j writes, in whatever row
+    nest = one(source.replace("BODY", "a[r][j] = a[idx[j]][j] + x[j]"), approximate=True)
+    assert nest.parallel(var(nest, "j")) is True  # any row, but column j only: no other j touches it
+    assert nest.written_first(var(nest, "j")) == frozenset()  # a free row is no must-write
+
+
 OUTSIDE = """#define N 64
 double f(double);
 void k(int n, double *restrict x) {

@@ -128,7 +128,7 @@ class Nest:
         domains: list[isl.Set] = []
         self._rels: list[tuple[str, bool, str]] = []  # (the object's name, written, access relation)
         self._exact: list[bool] = []  # for each of _rels: the statement runs and touches that element every time
-        self.approximated = bool(b.inexact) or any(a.whole for s in self.stmts for a in s.accesses)
+        self.approximated = bool(b.inexact) or any(a.whole or a.free for s in self.stmts for a in s.accesses)
         self.domain: dict[str, isl.Set] = {}
         exact: dict[tuple[str, int], list[str]] = {}  # the subscripts of each exact access of a written array
         for s in self.stmts:
@@ -159,10 +159,12 @@ class Nest:
                 cond = ""
                 if a.whole:  # any element of the array: free subscripts, as many as its other accesses have
                     dims = [f"o{m}" for m in range(arity.get(a.array, 1))]
-                elif a.defs:  # `x[i / 2]`: the quotient's value, defined for each instance
+                elif a.defs or a.free:  # `x[i / 2]`: the quotient's value, defined for each instance; a free one any
                     outs = [f"o{m}" for m in range(len(exact[(s.name, k)]))]
-                    cond = (f" : exists ({', '.join(r for r, _ in a.defs)} : " + " and ".join(
-                        [d for _, d in a.defs] + [f"{o} = {d}" for o, d in zip(outs, exact[(s.name, k)], strict=True)]) + ")")
+                    equal = [f"{o} = {d}" for m, (o, d) in enumerate(zip(outs, exact[(s.name, k)], strict=True))
+                             if m not in a.free]
+                    inner = " and ".join([d for _, d in a.defs] + equal) or "true"
+                    cond = f" : exists ({', '.join(r for r, _ in a.defs)} : {inner})" if a.defs else f" : {inner}"
                     dims = outs
                 else:
                     dims = exact[(s.name, k)]
@@ -170,7 +172,7 @@ class Nest:
                 rel = f"{prefix}{{ {s.name}[{', '.join(vs)}] -> A_{_safe(a.array)}[{', '.join(dims)}]{cond} }}"
                 (writes if a.write else reads).append(rel)
                 self._rels.append((a.array.split("@")[0], a.write, rel))
-                self._exact.append(s.must and not a.whole and not a.may)
+                self._exact.append(s.must and not a.whole and not a.may and not a.free)
         self.domains = _union_set(domains)
         self.schedule = _union_map(sched).intersect_domain(self.domains)
         self.writes = _union_map(writes).intersect_domain(self.domains)

@@ -119,6 +119,7 @@ class Access:
     whole: bool = False  # a subscript outside the model, taken as touching any element of the array (approximate)
     # quotients and remainders of loop variables in the subscripts (`x[i / 2]`): (isl name, its definition)
     defs: tuple[tuple[str, str], ...] = ()
+    free: tuple[int, ...] = ()  # subscripts outside the model, each taken as any value (approximate); others exact
     may: bool = False  # a write that may not happen when its statement runs (`c ? (x[i] = 1) : 0`, `c && (x[i] = 1)`)
 
 
@@ -1158,24 +1159,30 @@ class _Builder:
         for s in subs:
             if not write:  # the subscripts' own reads (x[idx[i]] reads idx[i]); a target's were read already
                 self._reads(s, loop_vars, loops, out)
-        dims: tuple[Poly, ...] | None
         defs: list[tuple[str, str]] = []
-        try:
-            self.bound = defs  # a loop variable's quotient or remainder (`x[i / 2]`), defined in the access relation
-            dims = tuple(self.poly(s, loop_vars) for s in subs)
-        except Unknown:
-            dims = None
-        finally:
-            self.bound = None
-        if dims is not None and any(len(m) > 1 and any(v in self.local_remainders for v in m) for d in dims for m in d):
-            dims = None  # a product with one (`x[(i % 2) * n]`): not affine
+        parts: list[Poly | None] = []
+        for s in subs:
+            try:
+                self.bound = defs  # a loop variable's quotient or remainder (`x[i / 2]`), defined in the access relation
+                part: Poly | None = self.poly(s, loop_vars)
+            except Unknown:
+                part = None
+            finally:
+                self.bound = None
+            if part is not None and any(len(m) > 1 and any(v in self.local_remainders for v in m) for m in part):
+                part = None  # a product with one (`x[(i % 2) * n]`): not affine
+            if part is not None and len(subs) > 1 and any(len(m) > 1 for m in part):
+                part = None
+            parts.append(part)
         if decl is None or not decl.derivs or len(subs) != len(decl.derivs) or not decl.contiguous:
             return Access(name, write, None, _text(node))  # unknown object, a partial subscript, or rows through pointers
-        if len(subs) > 1 and dims is not None and any(len(m) > 1 for d in dims for m in d):
-            dims = None
+        if all(x is not None for x in parts):
+            return Access(name, write, tuple(x for x in parts if x is not None), _text(node), defs=tuple(defs))
+        free = tuple(k for k, x in enumerate(parts) if x is None)
+        if self.approximate and len(free) < len(parts):  # `sums[best][d]`: any row, column d
+            return Access(name, write, tuple(x or {} for x in parts), _text(node), defs=tuple(defs), free=free)
         # an element of a known array through a subscript outside the model (`x[col[k]]`): any of its elements
-        return Access(name, write, dims, _text(node), whole=dims is None and self.approximate,
-                      defs=tuple(defs) if dims is not None else ())
+        return Access(name, write, None, _text(node), whole=self.approximate)
 
 
 def _conditional(node: ts.Node) -> bool:

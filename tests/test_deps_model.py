@@ -307,6 +307,11 @@ def test_a_block_from_an_allocator_is_an_object_of_its_own_and_privatizable() ->
     # a size the function changes before the loop: the declaration cannot run again there
     nest = one(ALLOCATED.replace("    for (int r = 0; r < nr; r++)\n", "    np = 1;\n    for (int r = 0; r < nr; r++)\n", 1))
     assert nest.allocation("sum") is None and nest.privatizable(var(nest, "r")) == frozenset()
+    # a pointer that may hold the block too: the block is not known apart from it (tmp[i] and alias[n - 1 - i] race)
+    held = ("#include <stdlib.h>\nvoid k(int n) {\n    double *tmp = malloc(n * sizeof *tmp);\n    double *alias = tmp;\n"
+            "    for (int i = 0; i < n; i++) {\n        tmp[i] = i;\n        alias[n - 1 - i] = 0.0;\n    }\n    free(tmp);\n}\n")
+    assert not nests(held)[0].known
+    assert one(held.replace("    double *alias = tmp;\n", "").replace("alias[n - 1 - i]", "tmp[n - 1 - i]")).parallel(0) is False
     # a local pointer that is not a fresh block may point into A: don't know
     assert not nests(ALLOCATED.replace("(double *)malloc(np * sizeof(double))", "A + 1"))[0].known
 

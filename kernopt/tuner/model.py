@@ -378,9 +378,34 @@ def _fresh(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> frozenset[str
             while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
                 v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
             callee = _text(_field(v, "function")) if v is not None and v.type == "call_expression" else ""
-            if callee in _ALLOCATORS and callee not in shadowed:
+            if callee in _ALLOCATORS and callee not in shadowed and _only_subscripted(func, top, name, x):
                 out.add(name)
     return frozenset(out)
+
+
+def _only_subscripted(func: ts.Node, top: ts.Node, name: str, declarator: ts.Node) -> bool:
+    """Every mention of `name` in the function but its declaration subscripts it (`tmp[k]`), frees it, measures it
+    (`sizeof *tmp`) or starts a row pointer declared in the nest (`double *r = tmp + i * n;`): no other pointer holds
+    the block (a copy into a global, a local pointer before the nest, an argument of a call could alias it)."""
+    for x in _walk(_field(func, "body")):
+        if x.type != "identifier" or _text(x) != name or declarator.start_byte <= x.start_byte < declarator.end_byte:
+            continue
+        up = x.parent
+        if up is None:
+            return False
+        if up.type == "subscript_expression" and _field(up, "argument") == x:
+            continue
+        if up.type == "argument_list" and up.parent is not None and _text(up.parent) == f"free({name})":
+            continue
+        if up.type == "pointer_expression" and up.parent is not None and up.parent.type == "sizeof_expression":
+            continue
+        if up.type == "binary_expression" and up.parent is not None and up.parent.type == "init_declarator" and \
+                top.start_byte <= x.start_byte < top.end_byte:
+            continue
+        if up.type == "init_declarator" and top.start_byte <= x.start_byte < top.end_byte:
+            continue
+        return False
+    return True
 
 
 def _fixed_locals(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, ts.Node]:

@@ -72,6 +72,38 @@ TRIANGLE = """void k(long n, double beta, double *restrict c, const double *rest
 """
 TRIANGLE_CALL = "{f}(n, 0.5, c, a);"
 
+# the local's block under an affine `if`: not a loop's body, so the statements are scheduled one by one and the local
+# is hoisted (one variable, private in a parallel loop); and a product whose k is declared outside its loop
+TRIANGLE_IF = """void k(long n, double beta, double *restrict c, const double *restrict a) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j <= i; j++) {
+            double s = 0.0;
+            if (j > 0) {
+                double t = a[i * n + j];
+                s += t * a[j * n + j];
+            }
+            c[i * n + j] = beta * c[i * n + j] + s;
+        }
+}
+"""
+# the local in a block of its own inside the loop body: hoisted, and the k loop stays inside its lifetime
+TRIANGLE_BLOCK = TRIANGLE.replace("j <= i; j++) {\n", "j <= i; j++) {\n            {\n").replace(
+    "        }\n}", "            }\n        }\n}")
+# a loop under an `if`: deps.py's domain of its statements does not carry the condition, so no model
+LOOP_UNDER_IF = TRIANGLE.replace("j <= i; j++) {\n", "j < n; j++)\n            if (j <= i) {\n").replace(
+    "        }\n}", "            }\n}")
+SHARED_K = """void k(long n, const double *restrict a, const double *restrict b, double *restrict c) {
+    long k;
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            double s = 0.0;
+            for (k = 0; k < n; k++)
+                s += a[i * n + k] * b[k * n + j];
+            c[i * n + j] = s;
+        }
+}
+"""
+
 STENCIL = """void k(long n, double *restrict x, double *restrict y) {
     for (long t = 0; t < 4; t++) {
         for (long i = 1; i < n - 1; i++)
@@ -149,7 +181,9 @@ def variants(source: str) -> list[tuple[str, str]]:
 @needs_gcc
 @pytest.mark.parametrize(("name", "source", "call", "least"), [
     ("mm_init", MM_INIT, MM_CALL, 8), ("chain", CHAIN, CHAIN_CALL, 8), ("sweep", SWEEP, SWEEP_CALL, 3),
-    ("triangle", TRIANGLE, TRIANGLE_CALL, 3), ("stencil", STENCIL, STENCIL_CALL, 1)])
+    ("triangle", TRIANGLE, TRIANGLE_CALL, 3), ("triangle_if", TRIANGLE_IF, TRIANGLE_CALL, 1),
+    ("triangle_block", TRIANGLE_BLOCK, TRIANGLE_CALL, 1),
+    ("shared_k", SHARED_K, MM_CALL, 3), ("stencil", STENCIL, STENCIL_CALL, 3)])
 def test_every_schedule_gives_bit_identical_results(tmp_path: Path, name: str, source: str, call: str, least: int) -> None:
     found = variants(source)
     assert len(found) >= least, [w for w, _ in found]
@@ -188,18 +222,29 @@ def test_the_in_place_sweep_is_tiled_only_after_skewing_and_runs_as_a_wavefront(
     assert plain is not None and not any(n.startswith("parallel") for n in plain.notes)
 
 
-def test_the_local_sum_is_hoisted_and_private_and_k_stays_inside_its_lifetime() -> None:
-    found = variants(TRIANGLE)
+def test_a_local_block_moves_whole_and_its_shared_loop_variable_is_private() -> None:
+    for what, code in variants(TRIANGLE):
+        assert re.search(r"\{\n( +)double s = 0\.0;\n\1for \(long k = 0; k < n; k\+\+\)\n\1    s \+= ", code), (what, code)
+    [(what, code)] = [(w, c) for w, c in variants(SHARED_K) if "tile 64x64" in w]
+    assert what.startswith("reschedule the nest at line 3 of k; tile 64x64 over i, j; parallel for on the outer loop")
+    assert "#pragma omp parallel for private(k)\n" in code and "for (k = 0; k < n; k++)" in code
+
+
+def test_a_local_outside_a_loop_body_is_hoisted_and_private() -> None:
+    found = variants(TRIANGLE_IF)
+    assert found
+    for what, code in variants(TRIANGLE_BLOCK):
+        assert "    double s;\n" in code and "s = 0.0;\n" in code and "x32x32" not in what  # k stays untiled
     for what, code in found:
-        assert "    double s;\n" in code and "double s = 0.0" not in code
-        assert "s = 0.0;" in code
+        assert "    double s;\n        double t;\n" in code and "double s = 0.0" not in code and "s = 0.0;" in code
         if "#pragma omp parallel for" in code:
-            assert "#pragma omp parallel for private(s)" in code, what
+            assert "#pragma omp parallel for private(s, t)" in code, what
 
 
 def test_outside_the_model_there_is_no_move() -> None:
     calls = MM_INIT.replace("c[i * n + j] = 0.0;", "c[i * n + j] = f(i);")
     assert models(calls) == [] and schedule_moves("k.c", calls, {"k.c": calls}, True) == []
+    assert models(LOOP_UNDER_IF) == []
     local_array = MM_INIT.replace("c[i * n + j] = 0.0;", "double w[2]; w[0] = 0.0; c[i * n + j] = w[0];")
     assert models(local_array) == []
     # a loop variable declared outside its loop and read after the nest keeps no final value: no move

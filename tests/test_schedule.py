@@ -8,7 +8,7 @@ from __future__ import annotations
 import islpy as isl
 
 from kernopt.tuner.schedule import PARALLEL, Options, check, legal, models, regions, schedule
-from tests.test_codegen import CHAIN, MM_INIT, SWEEP, TRIANGLE
+from tests.test_codegen import CHAIN, MM_INIT, SWEEP, TRIANGLE, TRIANGLE_BLOCK
 
 
 def _tree(model_domains: str, partial: str, mark_depth: int | None = None) -> isl.Schedule:
@@ -58,9 +58,15 @@ def test_check_refuses_a_hand_made_illegal_schedule_and_a_wrong_parallel_loop() 
     assert not check(model, parallel_t)
 
 
-def test_check_refuses_interleaved_lifetimes_of_a_hoisted_local() -> None:
+def test_a_local_in_a_loop_body_makes_its_block_one_unit() -> None:
     [model] = models(TRIANGLE)
-    assert [loc.name for loc in model.locals] == ["s"]
+    assert model.coarse and list(model.units) == ["B0"] and model.units["B0"].vars == ["i", "j"]
+    assert "B0[v_i, v_j]" in model.domains and isl.UnionMap(model.deps).is_empty()  # c[i][j] once per (i, j)
+
+
+def test_check_refuses_interleaved_lifetimes_of_a_hoisted_local() -> None:
+    [model] = models(TRIANGLE_BLOCK)
+    assert not model.coarse and [loc.name for loc in model.locals] == ["s"]
     dom = str(model.nest.domains)
     inner = "[p_n] -> [{ S0[i, j] -> [(i)]; S1[i, j, k] -> [(i)]; S2[i, j] -> [(i)] }, " \
             "{ S0[i, j] -> [(j)]; S1[i, j, k] -> [(j)]; S2[i, j] -> [(j)] }, " \
@@ -84,7 +90,7 @@ def test_fusion_options_give_one_band_or_several_for_the_chain() -> None:
 
 
 def test_tiling_needs_a_permutable_band_and_a_local_keeps_its_loop_untiled() -> None:
-    [model] = models(TRIANGLE)
+    [model] = models(TRIANGLE_BLOCK)
     s = schedule(model, Options(tile=64))
     assert s is not None and s.options.tile_members == 2 and "tile 64x64 over i, j" in s.notes
     [mm] = models(MM_INIT)

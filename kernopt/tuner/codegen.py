@@ -115,6 +115,7 @@ class _Printer:
         if t == _FOR:
             return self.loop(n, ind, parallel)
         if t == isl.ast_node_type.user:
+            self.indent = ind
             return [ind + self.statement(n.user_get_expr())]
         raise Unprintable("a node")
 
@@ -134,6 +135,7 @@ class _Printer:
         if inc.get_type() != isl.ast_expr_type.int or inc.get_val().to_python() <= 0:
             raise Unprintable("a loop step that is not a positive constant")
         before = set(self.stmts_seen) if parallel else set()
+        shared_before = set(self.shared_loops)
         body = self.node(n.for_get_body(), ind + "    ")
         op = "<=" if _OPS.get(cond.get_op_type()) == "le" else "<"
         bound = self.expr(cond.get_op_arg(1))  # OpenMP's canonical form: `var op bound`, no parentheses around it
@@ -141,26 +143,34 @@ class _Printer:
         out = [head, *body, f"{ind}}}"]
         if parallel:
             inside = self.stmts_seen - before
-            private = sorted({loc.cname for loc in self.model.locals for s in inside if _accesses(self.model, s, loc.obj)})
+            private = sorted({loc.cname for loc in self.model.locals for s in inside if _accesses(self.model, s, loc.obj)} |
+                             (self.shared_loops - shared_before))
             clause = f" private({', '.join(private)})" if private else ""
             out.insert(0, f"{ind}#pragma omp parallel for{clause}")
         return out
 
     stmts_seen: set[str]
+    shared_loops: set[str]
+    indent = ""
 
     def statement(self, call: isl.AstExpr) -> str:
         if call.get_type() != isl.ast_expr_type.op or _OPS.get(call.get_op_type(), "?") != "call":
             raise Unprintable("a statement")
         name = call.get_op_arg(0).get_id().get_name()
-        stmt = self.model.stmts[name]
+        unit = self.model.units[name]
         args = [self.expr(call.get_op_arg(k + 1)) for k in range(call.get_op_n_arg() - 1)]
-        loops = [self.model.nest.loops[i].var for i in stmt.loops]
-        if len(args) != len(loops):
+        if len(args) != len(unit.vars):
             raise Unprintable("a statement's arguments")
-        subst = {v: a for v, a in zip(loops, args, strict=True) if v != _WRAP}
-        renamed = {loc.name: loc.cname for loc in self.model.locals if loc.cname != loc.name and _accesses(self.model, name, loc.obj)}
+        subst = {v: a for v, a in zip(unit.vars, args, strict=True) if v != _WRAP}
         self.stmts_seen.add(name)
-        node = stmt.node
+        node = unit.node
+        if unit.block:  # a local's block, as written (its own loops and locals inside it), at the new depth
+            self.shared_loops |= _outer_loop_vars(node)
+            lines = _substitute(node, subst, {}).split("\n")
+            col = len(lines[-1]) - len(lines[-1].lstrip())  # the closing brace's indentation: the block's own
+            return "\n".join([lines[0]] + [self.indent + (ln[col:] if ln[:col].strip() == "" else ln.lstrip())
+                                            for ln in lines[1:]])
+        renamed = {loc.name: loc.cname for loc in self.model.locals if loc.cname != loc.name and _accesses(self.model, name, loc.obj)}
         if node.type == "declaration":  # a hoisted local: assigned here
             d = node.children_by_field_name("declarator")[0]
             target, value = d.child_by_field_name("declarator"), d.child_by_field_name("value")
@@ -170,8 +180,24 @@ class _Printer:
         return _substitute(node, subst, renamed)
 
 
-def _accesses(model: Model, stmt: str, obj: str) -> bool:
-    return any("A_" + _safe(a.array) == obj for a in model.stmts[stmt].accesses)
+def _outer_loop_vars(block: ts.Node) -> set[str]:
+    """The variables of the loops inside a block that are declared outside their `for` (shared unless made private)."""
+    out = set()
+    stack = [block]
+    while stack:
+        n = stack.pop()
+        if n.type == "for_statement":
+            init = n.child_by_field_name("initializer")
+            if init is not None and init.type == "assignment_expression":
+                left = init.child_by_field_name("left")
+                if left is not None:
+                    out.add(_text(left))
+        stack.extend(n.children)
+    return out
+
+
+def _accesses(model: Model, unit: str, obj: str) -> bool:
+    return any("A_" + _safe(a.array) == obj for st in model.units[unit].stmts for a in st.accesses)
 
 
 def _safe(name: str) -> str:
@@ -220,7 +246,7 @@ def generate(s: Scheduled, source: str) -> str | None:
     line_start = data.rfind(b"\n", 0, model.start) + 1
     ind = " " * (model.start - line_start) if data[line_start:model.start].strip() == b"" else "    "
     p = _Printer(model, data)
-    p.stmts_seen = set()
+    p.stmts_seen, p.shared_loops = set(), set()
     try:
         body = p.node(ast, ind + "    ")
     except (Unprintable, isl.Error):

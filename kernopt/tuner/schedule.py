@@ -48,9 +48,22 @@ class Local:
 
 
 @dataclass
+class Unit:
+    """What codegen prints for one statement of the schedule: deps.py's statement, or (in a coarse model) the block
+    that declares a local, with the loops around it."""
+
+    name: str
+    node: ts.Node
+    vars: list[str]  # the C loop variables the unit's dimensions are, outermost first
+    stmts: list[Stmt]
+    block: bool = False
+
+
+@dataclass
 class Model:
     """The dependence model of `count` consecutive nests of function `func`: `data[start:end]` is the source text
-    codegen replaces (with the pragmas just before the first nest)."""
+    codegen replaces (with the pragmas just before the first nest). The isl objects are kept as text (each schedule
+    is computed in a context of its own, with its own options)."""
 
     func: str
     nest: Nest
@@ -59,6 +72,14 @@ class Model:
     end: int
     stmts: dict[str, Stmt]
     locals: list[Local] = field(default_factory=list)
+    units: dict[str, Unit] = field(default_factory=dict)
+    domains: str = ""
+    deps: str = ""
+    order: str = ""  # the original schedule
+    writes: str = ""
+    reads: str = ""
+    coarse: bool = False  # each local's block one unit (its loops inside it, the local private to it)
+    computed: dict[str, str] = field(default_factory=dict)  # isl's schedule for each fusion option, once
 
     @property
     def label(self) -> str:
@@ -160,13 +181,93 @@ def models(source: str) -> list[Model]:
     for func, run in regions(source):
         whole = _model(data, func, run)
         if whole is not None or len(run) == 1:
-            out += [whole] if whole is not None else []
+            out += whole or []
             continue
-        out += [m for n in run for m in [_model(data, func, [n])] if m is not None]
+        out += [m for n in run for m in _model(data, func, [n]) or []]
     return out
 
 
-def _model(data: bytes, func: str, run: list[ts.Node]) -> Model | None:
+def _coarse(fine: Model) -> Model | None:
+    """The model with each local's declaring block as one unit over the loops around the block: the scheduler then
+    keeps every instance of the local whole (a product's `double s = 0; for k ...; c = s;` moves as one piece, and
+    the loops around it may be tiled, fused, run in parallel), and codegen prints the block as written. None where a
+    local is declared elsewhere than directly in a loop's body."""
+    nest, ctx = fine.nest, isl.Context()
+    blocks: dict[int, tuple[ts.Node, int]] = {}  # block id -> (block, its loop's depth + 1)
+    for st in nest.stmts:
+        if st.node.type != "declaration":
+            continue
+        block = st.node.parent
+        loop = block.parent if block is not None else None
+        if block is None or block.type != "compound_statement" or loop is None or loop.type != "for_statement":
+            return None
+        depth = next((li.depth + 1 for li in nest.loops if li.node.id == loop.id), None)
+        if depth is None:
+            return None
+        blocks[block.id] = (block, depth)
+    outer = {k: v for k, v in blocks.items() if not any(
+        o.start_byte <= v[0].start_byte and v[0].end_byte <= o.end_byte and o.id != k for o, _ in blocks.values())}
+    units: dict[str, Unit] = {}
+    owner: dict[str, tuple[str, int]] = {}  # statement -> (unit, depth)
+    for k, (block, depth) in enumerate(outer.values()):
+        inside = [st for st in nest.stmts if block.start_byte <= st.node.start_byte and st.node.end_byte <= block.end_byte]
+        name = f"B{k}"
+        units[name] = Unit(name, block, [nest.loops[i].var for i in inside[0].loops[:depth]], inside, True)
+        owner.update({st.name: (name, depth) for st in inside})
+    for st in nest.stmts:
+        if st.name not in owner:
+            units[st.name] = Unit(st.name, st.node, [nest.loops[i].var for i in st.loops], [st])
+    privates = {loc.obj for loc in fine.locals}
+
+    def lift(text: str, keep_local: bool) -> isl.UnionMap:
+        out = isl.UnionMap.read_from_str(ctx, "{ }")
+        for m in _maps(isl.UnionMap.read_from_str(ctx, text)):
+            stmt = m.get_tuple_name(isl.dim_type.in_)
+            if stmt in owner:
+                if not keep_local and m.get_tuple_name(isl.dim_type.out) in privates:
+                    continue
+                unit, depth = owner[stmt]
+                m = m.project_out(isl.dim_type.in_, depth, m.dim(isl.dim_type.in_) - depth)
+                m = m.set_tuple_name(isl.dim_type.in_, unit)
+            out = out.union(isl.UnionMap.from_map(m))
+        return out
+
+    domains = isl.UnionSet.read_from_str(ctx, "{ }")
+    for dom in _sets(isl.UnionSet.read_from_str(ctx, fine.domains)):
+        stmt = dom.get_tuple_name()
+        if stmt in owner:
+            unit, depth = owner[stmt]
+            dom = dom.project_out(isl.dim_type.set, depth, dom.dim(isl.dim_type.set) - depth).set_tuple_name(unit)
+        domains = domains.union(isl.UnionSet.from_set(dom))
+    # a block's place in the original order: its first statement's, cut at the block's loop (the block is that loop's
+    # whole body), the rest zeros
+    order = isl.UnionMap.read_from_str(ctx, "{ }")
+    for m in _maps(isl.UnionMap.read_from_str(ctx, fine.order)):
+        stmt = m.get_tuple_name(isl.dim_type.in_)
+        if stmt in owner:
+            unit, depth = owner[stmt]
+            if units[unit].stmts[0].name != stmt:
+                continue
+            n_out = m.dim(isl.dim_type.out)
+            m = m.project_out(isl.dim_type.out, 2 * depth, n_out - 2 * depth)
+            m = m.project_out(isl.dim_type.in_, depth, m.dim(isl.dim_type.in_) - depth).set_tuple_name(isl.dim_type.in_, unit)
+            m = m.add_dims(isl.dim_type.out, n_out - 2 * depth)
+            for d in range(2 * depth, n_out):
+                m = m.fix_val(isl.dim_type.out, d, isl.Val.int_from_si(ctx, 0))
+            m = m.set_tuple_name(isl.dim_type.out, "T")
+        order = order.union(isl.UnionMap.from_map(m))
+    writes, reads = lift(fine.writes, False), lift(fine.reads, False)
+    order = order.intersect_domain(domains)
+    before = order.lex_lt_union_map(order)
+    deps = (writes.apply_range(reads.reverse()).union(reads.apply_range(writes.reverse()))
+            .union(writes.apply_range(writes.reverse())).intersect(before))
+    if not order.is_injective():
+        return None
+    return Model(fine.func, nest, fine.count, fine.start, fine.end, fine.stmts, [], units, str(domains), str(deps.coalesce()),
+                 str(order), str(writes), str(reads), True)
+
+
+def _model(data: bytes, func: str, run: list[ts.Node]) -> list[Model] | None:
     start, end = _start(data, run[0]), run[-1].end_byte
     # the region's pragmas are the schedule's to decide: blanked (same length, so offsets hold) for the analysis
     region = _PRAGMA.sub(lambda m: b" " * len(m.group(0)), data[start:end])
@@ -177,7 +278,7 @@ def _model(data: bytes, func: str, run: list[ts.Node]) -> Model | None:
     else:
         text = data[:start] + region + data[end:]
     found = [n for n in nests(text.decode(errors="replace"), assume_noalias=True) if n.top.start_byte == first]
-    if len(found) != 1 or not found[0].known:
+    if len(found) != 1 or not found[0].known or getattr(found[0], "approximated", False):
         return None
     nest = found[0]
     if not nest.stmts or len(nest.stmts) > MAX_STMTS or max(len(s.loops) for s in nest.stmts) > MAX_DEPTH:
@@ -189,21 +290,30 @@ def _model(data: bytes, func: str, run: list[ts.Node]) -> Model | None:
         return None
     if not _loop_vars_private(data, run, nest, start, end):
         return None
-    return Model(func, nest, len(run), start, end, {s.name: s for s in nest.stmts}, locals_)
+    loops = nest.loops
+    units = {st.name: Unit(st.name, st.node, [loops[i].var for i in st.loops], [st]) for st in nest.stmts}
+    fine = Model(func, nest, len(run), start, end, {st.name: st for st in nest.stmts}, locals_, units, str(nest.domains),
+                 str(nest.deps), str(nest.schedule), str(nest.writes), str(nest.reads))
+    coarse = _coarse(fine) if locals_ else None
+    # with its locals' blocks whole where it can be: the fine model's freedom inside a block is what the lifetime
+    # check refuses, at a cost (seconds a schedule on a product chain)
+    return [coarse] if coarse is not None else [fine]
 
 
 def _simple_statements(nest: Nest, wrapped: bool) -> bool:
     """Every statement an expression statement or a one-scalar declaration, none under an `else` (deps.py's domains
-    over-approximate an else branch) or a condition outside the model (its statements would run unguarded)."""
+    over-approximate an else branch); a condition outside the model is a statement of deps.py's own (its condition
+    node), refused as neither."""
     for s in nest.stmts:
         if s.node.type not in ("expression_statement", "declaration"):
             return False
-        up = s.node.parent
+        up, looped = s.node.parent, False
         while up is not None and up != nest.top.parent:
             if up.type == "else_clause":
                 return False
-            if up.type == "if_statement" and not s.constraints:
-                return False  # an if whose condition deps.py could not read: over-approximated
+            if up.type == "if_statement" and looped:  # deps.py's loops under an `if` do not carry its condition
+                return False
+            looped = looped or up.type == "for_statement"
             up = up.parent
     # declarations the model has no statement for (a local array, a declaration without initializer) stay out
     stmt_nodes = {s.node.id for s in nest.stmts}
@@ -267,9 +377,10 @@ def _loop_vars_private(data: bytes, run: list[ts.Node], nest: Nest, start: int, 
             continue
         if (ident.text or b"").decode() in outside:
             up = ident.parent
-            while up is not None and up.type not in ("declaration", "function_definition"):
+            while up is not None and up.type not in ("declaration", "parameter_declaration", "function_declarator",
+                                                     "function_definition"):
                 up = up.parent
-            if up is None or up.type != "declaration":
+            if up is None or up.type == "function_definition":
                 return False
     return True
 
@@ -294,15 +405,17 @@ def schedule(model: Model, options: Options) -> Scheduled | None:
 def _schedule(model: Model, options: Options) -> Scheduled | None:
     ctx = _ctx()
     try:
-        domains = isl.UnionSet.read_from_str(ctx, str(model.nest.domains))
-        deps = isl.UnionMap.read_from_str(ctx, str(model.nest.deps))
-        ctx.set_schedule_serialize_sccs(1 if options.fusion == "min" else 0)
-        ctx.set_schedule_outer_coincidence(1 if options.fusion == "min" else 0)  # apart, and parallel outer loops
-        ctx.set_schedule_whole_component(1 if options.fusion == "whole" else 0)
+        domains = isl.UnionSet.read_from_str(ctx, model.domains)
+        deps = isl.UnionMap.read_from_str(ctx, model.deps)
         ctx.set_tile_scale_tile_loops(1)
         ctx.set_tile_shift_point_loops(1)
-        sc = isl.ScheduleConstraints.on_domain(domains).set_validity(deps).set_proximity(deps).set_coincidence(deps)
-        sched = sc.compute_schedule()
+        if options.fusion not in model.computed:  # the scheduler's answer depends on the fusion option only
+            ctx.set_schedule_serialize_sccs(1 if options.fusion == "min" else 0)
+            ctx.set_schedule_outer_coincidence(1 if options.fusion == "min" else 0)  # apart, and parallel outer loops
+            ctx.set_schedule_whole_component(1 if options.fusion == "whole" else 0)
+            sc = isl.ScheduleConstraints.on_domain(domains).set_validity(deps).set_proximity(deps).set_coincidence(deps)
+            model.computed[options.fusion] = str(sc.compute_schedule())
+        sched = isl.Schedule.read_from_str(ctx, model.computed[options.fusion])
         notes: list[str] = []
         shaped = _shape(model, sched, options, notes)
         if shaped is None:
@@ -318,8 +431,8 @@ def check(model: Model, sched: isl.Schedule) -> bool:
     """Whether code from `sched` computes what the original does: every dependence goes forward, the hoisted locals'
     lifetimes do not interleave, and every parallel-marked loop carries none (see _parallel_ok)."""
     ctx = sched.get_ctx()
-    deps = isl.UnionMap.read_from_str(ctx, str(model.nest.deps))
-    if not sched.get_domain().is_equal(isl.UnionSet.read_from_str(ctx, str(model.nest.domains))):
+    deps = isl.UnionMap.read_from_str(ctx, model.deps)
+    if not sched.get_domain().is_equal(isl.UnionSet.read_from_str(ctx, model.domains)):
         return False
     smap = sched.get_map()
     return legal(deps, smap) and _lifetimes_ok(model, ctx, smap) and _parallel_ok(model, ctx, sched, deps)
@@ -401,7 +514,9 @@ def _tile(sched: isl.Schedule, path: list[int], options: Options, notes: list[st
     if not band.band_get_permutable() and n > 1:
         return None
     if options.tile:
-        if options.tile_members and options.tile_members < n:
+        if options.tile_members and options.tile_members >= n:
+            return None  # (a retry with fewer members than this band has: another band's)
+        if options.tile_members:
             band = band.band_split(options.tile_members)
             n = options.tile_members
         if n < 2:
@@ -609,8 +724,8 @@ def _local_relations(model: Model, ctx: isl.Context) -> tuple[isl.UnionMap, isl.
     """The hoisted locals' write and read relations, each local's object indexed as in the model."""
     objs = {loc.obj for loc in model.locals}
     writes, reads = isl.UnionMap.read_from_str(ctx, "{ }"), isl.UnionMap.read_from_str(ctx, "{ }")
-    for rel, kind in ((model.nest.writes, "w"), (model.nest.reads, "r")):
-        for m in _maps(isl.UnionMap.read_from_str(ctx, str(rel))):
+    for rel, kind in ((model.writes, "w"), (model.reads, "r")):
+        for m in _maps(isl.UnionMap.read_from_str(ctx, rel)):
             if m.get_tuple_name(isl.dim_type.out) in objs:
                 if kind == "w":
                     writes = writes.union(isl.UnionMap.from_map(m))
@@ -622,6 +737,12 @@ def _local_relations(model: Model, ctx: isl.Context) -> tuple[isl.UnionMap, isl.
 def _maps(umap: isl.UnionMap) -> list[isl.Map]:
     out: list[isl.Map] = []
     umap.foreach_map(out.append)
+    return out
+
+
+def _sets(uset: isl.UnionSet) -> list[isl.Set]:
+    out: list[isl.Set] = []
+    uset.foreach_set(out.append)
     return out
 
 
@@ -696,6 +817,6 @@ def _reuse(model: Model) -> bool:
 def same_order(s: Scheduled) -> bool:
     """Whether the schedule runs the statement instances in the original order (its code changes nothing but text)."""
     ctx = s.schedule.get_ctx()
-    original = isl.UnionMap.read_from_str(ctx, str(s.model.nest.schedule))
+    original = isl.UnionMap.read_from_str(ctx, s.model.order)
     new = s.schedule.get_map()
     return bool(original.lex_lt_union_map(original).is_equal(new.lex_lt_union_map(new)))

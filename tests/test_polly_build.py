@@ -10,6 +10,7 @@ import os
 import subprocess
 import sys
 from collections.abc import Iterator
+from pathlib import Path
 
 import pytest
 
@@ -168,3 +169,36 @@ def test_clang_19_s_polly_builds_and_verifies_a_chain_of_products(chain_evaluato
     assert binary is not None
     comment = subprocess.run(["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True).stdout
     assert "clang version 19" in comment, comment
+
+
+def _docker_problem() -> str | None:
+    from kernopt.errors import UserError
+    from kernopt.sandbox.docker import connect
+
+    try:
+        connect(timeout_s=10)
+    except UserError as e:
+        return str(e)
+    return None
+
+
+@needs_polly
+def test_a_polly_build_verifies_in_the_docker_sandbox(small_task: Path) -> None:
+    """The image carries clang-19 (kernopt/sandbox/images/cpu/packages.txt): a Polly candidate builds there with its
+    parallel loops and verifies (CI starts an engine and builds the image: .ci/run)."""
+    why = _docker_problem()
+    if why is not None:
+        if os.environ.get("KERNOPT_REQUIRE_DOCKER") == "1":
+            raise AssertionError(why)
+        pytest.skip(f"no Docker engine: {why}")
+    task = load_task(small_task)
+    with enterable_tmpdir("kernopt-test-polly-docker-") as d:
+        ev = CFamilyEvaluator(task, get_sandbox("docker", task.target), EvalConfig(), d / "ev")
+        try:
+            result, binary = ev.check_untimed(Candidate(files={task.kernel: PEELED_GEMM}, toolchain="polly"))
+            assert result.status == "ok", result.reason
+            assert binary is not None and peers.parallel_loops(binary) >= 1
+            comment = subprocess.run(["readelf", "-p", ".comment", str(binary)], capture_output=True, text=True).stdout
+            assert "clang version 19" in comment, comment
+        finally:
+            ev.close()

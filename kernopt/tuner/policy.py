@@ -149,6 +149,7 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         moves += permutation_moves(task.kernel, expanded, parent.files, task.uses_openmp)
         moves += unroll_moves(task.kernel, expanded, parent.files)
         moves += tiling_moves(task.kernel, expanded, parent.files, task.uses_openmp)
+        moves += schedule_moves(task.kernel, expanded, parent.files, task.uses_openmp) if not task.uses_mpi else []
     if task.uses_openmp and task.language == "c" and source and parent.toolchain is None:
         moves += pragma_moves(task.kernel, expanded, parent.files)
         moves += wavefront_moves(task.kernel, expanded, parent.files)
@@ -256,6 +257,31 @@ def tiling_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) 
         out.append(Move(_TILE_PRIOR.get(t.size, 60.0), f"tile the {'-'.join(t.band)} loops (line {t.line + 1}) {shape} over "
                         f"{', '.join(t.tiled)} for cache reuse (min() bounds for the last partial tiles{omp}; legal by "
                         f"dependence analysis{_assumed(t.assumed)})", {"files": {**files, kernel: t.source}}, "locality"))
+    return out
+
+
+def schedule_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) -> list[Move]:
+    """Schedules from isl's scheduler with code from isl's AST generator (kernopt/tuner/schedule.py, codegen.py):
+    one move per option set (fusion, tile size, parallel member, unroll-and-jam) whose code differs. What today's
+    moves cannot do together (tiling with an outer parallel loop, fusion across nests, a tiled wavefront) ranks
+    below the interchange and pragma moves and above -march=native, at the tile size of 64 only; the other sizes,
+    a parallel loop alone (the pragma moves' ground) and unroll-and-jam rank with today's tiling moves, below the
+    compilers' own optimizers, so the cheap flag and compiler moves stay in the first batch."""
+    from kernopt.tuner.codegen import scheduled_sources  # kept local: the one place policy.py reaches these modules
+    out = []
+    for s, new in scheduled_sources(source, openmp):
+        o, notes = s.options, s.notes
+        parallel = any(n.startswith("parallel for") for n in notes)
+        fused = s.model.count > 1 and notes[0].startswith("fuse")
+        stride = any("stride-1" in n for n in notes)
+        if o.tile == 64 and (parallel or fused):
+            score = 86.0 + (8.0 if fused else 0.0) + (4.0 if o.wavefront else 0.0) + (2.0 if stride else 0.0)
+        elif o.tile:
+            score = 61.0 + (1.0 if parallel else 0.0) + {64: 1.0, 32: 0.5}.get(o.tile, 0.0)
+        else:
+            score = 60.0 + (2.0 if fused else 0.0) + (2.0 if stride else 0.0) - (3.0 if o.unroll else 0.0)
+        out.append(Move(score, f"isl schedule: {'; '.join(notes)} (checked against the dependences)",
+                        {"files": {**files, kernel: new}}, "locality" if o.tile or o.unroll or not parallel else "other"))
     return out
 
 

@@ -33,6 +33,10 @@ def test_a_pragma_before_the_nest_is_part_of_the_region() -> None:
     source = MM_INIT.replace("    for (long i", "    #pragma omp parallel for\n    for (long i", 1)
     [model] = models(source)
     assert source.encode()[model.start:].startswith(b"#pragma omp parallel for\n    for (long i")
+    # a run of nests with their pragmas is still one model
+    chain = CHAIN.replace("    for (long i", "    #pragma omp parallel for\n    for (long i")
+    [model] = models(chain)
+    assert model.count == 2 and chain.encode()[model.start:].startswith(b"#pragma omp parallel for\n")
 
 
 def test_the_original_order_is_legal_and_a_reversed_reduction_is_not() -> None:

@@ -271,8 +271,9 @@ def _model(data: bytes, func: str, run: list[ts.Node]) -> list[Model] | None:
     start, end = _start(data, run[0]), run[-1].end_byte
     # the region's pragmas are the schedule's to decide: blanked (same length, so offsets hold) for the analysis
     region = _PRAGMA.sub(lambda m: b" " * len(m.group(0)), data[start:end])
-    first = run[0].start_byte
+    first = run[0].start_byte  # where the analysed nest starts: the wrapper loop at `start`, or the nest itself
     if len(run) > 1:
+        first = start
         head = f"for (long {_WRAP} = 0; {_WRAP} < 1; {_WRAP}++) {{ ".encode()
         text = data[:start] + head + region + b" }" + data[end:]
     else:

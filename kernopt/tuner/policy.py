@@ -149,7 +149,8 @@ def all_moves(task: AnyTask, parent: Candidate, cores: int) -> list[Move]:
         moves += permutation_moves(task.kernel, expanded, parent.files, task.uses_openmp)
         moves += unroll_moves(task.kernel, expanded, parent.files)
         moves += tiling_moves(task.kernel, expanded, parent.files, task.uses_openmp)
-        moves += schedule_moves(task.kernel, expanded, parent.files, task.uses_openmp) if not task.uses_mpi else []
+        moves += schedule_moves(task.kernel, expanded, parent.files, task.uses_openmp and parent.toolchain is None) \
+            if not task.uses_mpi else []  # a Polly build's parallel loops are its own: no pragmas on it
     if task.uses_openmp and task.language == "c" and source and parent.toolchain is None:
         moves += pragma_moves(task.kernel, expanded, parent.files)
         moves += wavefront_moves(task.kernel, expanded, parent.files)

@@ -253,12 +253,12 @@ def test_outside_the_model_there_is_no_move() -> None:
     assert models(after) == []
 
 
-def test_schedule_moves_name_what_they_do_and_rank_below_the_interchange_moves() -> None:
+def test_schedule_moves_name_what_they_do_and_rank_below_the_flags() -> None:
     moves = schedule_moves("k.c", MM_INIT, {"k.c": MM_INIT}, True)
     assert len(moves) >= 8 and len({m.changes["files"]["k.c"] for m in moves}) == len(moves)  # type: ignore[index]
     best = max(moves, key=lambda m: m.score)
     assert best.idea.startswith("isl schedule: reschedule the nest at line 2 of k") and "tile 64x64x64" in best.idea
     assert "parallel for on the outer loop over i" in best.idea and best.kind == "locality"
-    assert 72.0 < best.score < 136.0  # above -march=native, below the interchange and permutation moves
+    assert 64.0 < best.score < 72.0  # below -march=native, above the compilers' own optimizers
     serial = schedule_moves("k.c", MM_INIT, {"k.c": MM_INIT}, False)
     assert serial and not any("pragma omp" in m.changes["files"]["k.c"] for m in serial)  # type: ignore[index]

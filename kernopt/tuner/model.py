@@ -337,6 +337,13 @@ def _once(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Decl
     return out
 
 
+def _uncast(v: ts.Node | None) -> ts.Node | None:
+    """An initializer under its casts and parentheses (`(double (*)[m])(bp)` -> `bp`); None for a parenthesized list."""
+    while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
+        v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
+    return v
+
+
 def _views(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, str]:
     """Local pointers of the function that view a parameter's memory for good: initialized from it (through
     casts, at an offset: `double (*B)[m] = (double (*)[m])bp;`) and never changed again (`_once`). name -> the
@@ -348,9 +355,7 @@ def _views(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, str
         for x in d.node.children_by_field_name("declarator"):
             if x.type != "init_declarator" or _declarator(x)[0] != name:
                 continue
-            v = _field(x, "value")
-            while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
-                v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
+            v = _uncast(_field(x, "value"))
             if v is not None and v.type == "binary_expression" and _text(_field(v, "operator")) in ("+", "-"):
                 v = _field(v, "left")
             origin = decls.get(_text(v)) if v is not None and v.type == "identifier" else None
@@ -374,9 +379,7 @@ def _fresh(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> frozenset[str
         for x in d.node.children_by_field_name("declarator"):
             if x.type != "init_declarator" or _declarator(x)[0] != name:
                 continue
-            v = _field(x, "value")
-            while v is not None and v.type in ("cast_expression", "parenthesized_expression"):
-                v = _field(v, "value") if v.type == "cast_expression" else (v.named_children[0] if v.named_child_count == 1 else None)
+            v = _uncast(_field(x, "value"))
             callee = _text(_field(v, "function")) if v is not None and v.type == "call_expression" else ""
             if callee in _ALLOCATORS and callee not in shadowed and _only_subscripted(func, top, name, x):
                 out.add(name)

@@ -741,6 +741,8 @@ def rtg_train(
     runs: list[Path] = typer.Argument(..., help="Run directories to learn from (their logged candidates and results)."),
     model_out: Path = typer.Option(Path("rtg.json"), "--out", "-o", help="Where the fitted model is written."),
     seed: int = typer.Option(0, help="Seed for the held-out split."),
+    split: str = typer.Option("run", help="What is held out: run (a quarter of the runs) or task (each task in turn, "
+                                         "ranked by a model fit on the other tasks' runs)."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
 ) -> None:
     """Fit the reward-to-go model on logged runs; print its held-out rank correlation."""
@@ -748,10 +750,13 @@ def rtg_train(
 
     from kernopt.agent.value import format_report, train
 
-    report = train(runs, model_out, seed=seed)
+    report = train(runs, model_out, seed=seed, split=split)
     if as_json:
-        data = report.model_dump(mode="json")
-        print(json.dumps({k: (None if isinstance(v, float) and math.isnan(v) else v) for k, v in data.items()}, indent=1))
+        def clean(v: object) -> object:
+            if isinstance(v, dict):
+                return {k: clean(x) for k, x in v.items()}
+            return None if isinstance(v, float) and math.isnan(v) else v
+        print(json.dumps(clean(report.model_dump(mode="json")), indent=1))
     else:
         out.print(format_report(report), highlight=False)
         err.print(f"use it with: kernopt optimize TASK --value learned --set search.value_path={model_out}", highlight=False)

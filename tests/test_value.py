@@ -240,6 +240,24 @@ def test_constant_held_out_rewards_give_an_undefined_correlation(tmp_path: Path)
     assert json.loads((tmp_path / "m.json").read_text())["spearman"] is None
 
 
+def test_train_leaves_one_task_out(tmp_path: Path) -> None:
+    runs = []
+    for seed in range(6):  # three tasks, two runs each: the start event names the task
+        root = synthetic_run(tmp_path / "runs", seed, n=20)
+        RunStore(root).append("start", task=f"task{seed % 3}")
+        runs.append(root)
+    report = train(runs, tmp_path / "m.json", split="task")
+    assert report.split.startswith("by task: each of 3 tasks") and sorted(report.per_task) == ["task0", "task1", "task2"]
+    assert report.n_test == report.transitions == 120
+    assert all(v > 0.5 for v in report.per_task.values()) and report.spearman > 0.5  # one world: it generalizes
+    assert "within each held-out task: median" in format_report(report)
+    assert json.loads((tmp_path / "m.json").read_text())["split"] == "task"
+    with pytest.raises(UserError, match="at least 2 tasks"):
+        train(runs[:1] + runs[3:4], tmp_path / "one.json", split="task")  # task0 twice
+    with pytest.raises(UserError, match="unknown split"):
+        train(runs, tmp_path / "x.json", split="seed")
+
+
 def test_train_refuses_what_it_cannot_use(tmp_path: Path) -> None:
     empty = RunStore.create(RunConfig(task=str(SMALL_GEMM), runs_dir=tmp_path), "empty").root
     with pytest.raises(UserError, match="at least 2 evaluated candidates"):

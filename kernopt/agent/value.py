@@ -246,11 +246,14 @@ class TrainReport(BaseModel):
     train_spearman: float
     features: int
     out: str
+    # split "task": each task's transitions ranked by the model fit on the other tasks' runs (NaN where undefined)
+    per_task: dict[str, float] = {}
 
 
 RIDGE = 1.0
 MIN_COUNT = 2  # an indicator seen in fewer training transitions is not a feature
 MAX_INDICATORS = 200
+SPLITS = ("run", "task")
 
 
 def transitions(run_dir: Path) -> list[tuple[dict[str, float], float]]:
@@ -283,6 +286,17 @@ def transitions(run_dir: Path) -> list[tuple[dict[str, float], float]]:
     return out
 
 
+def task_of(run_dir: Path) -> str:
+    """The name of the task a run optimized: its start event's, else its task directory's name."""
+    from kernopt.runs import RunStore
+
+    store = RunStore.open(run_dir)
+    for ev in store.events():
+        if ev.get("type") == "start" and isinstance(ev.get("task"), str):
+            return str(ev["task"])
+    return Path(store.config().task).name
+
+
 def _baseline_of(store: RunStore) -> Candidate | None:
     """The run's baseline candidate rebuilt from its task (used when its id matches a parent id), if the task loads."""
     from kernopt.task import load_task
@@ -294,49 +308,85 @@ def _baseline_of(store: RunStore) -> Candidate | None:
         return None
 
 
-def train(run_dirs: list[Path], out: Path, seed: int = 0, test_fraction: float = 0.25) -> TrainReport:
-    """Fit a LearnedValue on the runs' transitions and write it to `out` (JSON).
+Row = tuple[int, dict[str, float], float]  # (run index, features, rtg)
 
-    Held out: with 3 or more runs, a `test_fraction` of the runs (chosen with `seed`), so no run is on
-    both sides; with fewer, a random `test_fraction` of the transitions. The model written is the one
-    fit on the training part, i.e. the one the reported held-out correlation describes."""
-    per_run = [t for t in (transitions(Path(d)) for d in run_dirs) if t]
-    rows = [(r, f, y) for r, ts in enumerate(per_run) for f, y in ts]
-    if len(rows) < 2:
-        raise UserError(f"need at least 2 evaluated candidates to train on; found {len(rows)} in {len(run_dirs)} run(s)")
-    rng = np.random.default_rng(seed)
-    if len(per_run) >= 3:
-        k = max(1, round(test_fraction * len(per_run)))
-        held = set(rng.permutation(len(per_run))[:k].tolist())
-        test = [i for i, (r, _, _) in enumerate(rows) if r in held]
-        split = f"by run: {k} of {len(per_run)} runs held out (seed {seed})"
-    else:
-        k = min(len(rows) - 1, max(1, round(test_fraction * len(rows))))
-        test = sorted(rng.permutation(len(rows))[:k].tolist())
-        split = f"random: {k} of {len(rows)} transitions held out (seed {seed}; fewer than 3 runs)"
-    test_set = set(test)
-    train_rows = [rows[i] for i in range(len(rows)) if i not in test_set]
-    test_rows = [rows[i] for i in test]
 
-    counts = Counter(name for _, f, _ in train_rows for name in f if ":" in name)
+def fit(rows: list[Row]) -> LearnedValue:
+    """The ridge regression on `rows`: indicators seen at least MIN_COUNT times (the MAX_INDICATORS most
+    frequent), then every feature standardized."""
+    counts = Counter(name for _, f, _ in rows for name in f if ":" in name)
     indicators = sorted((n for n, k in counts.items() if k >= MIN_COUNT), key=lambda n: (-counts[n], n))[:MAX_INDICATORS]
     names = NUMERIC + sorted(indicators)
-    x = np.array([[f.get(n, 0.0) for n in names] for _, f, _ in train_rows], float)
-    y = np.array([y for _, _, y in train_rows], float)
+    x = np.array([[f.get(n, 0.0) for n in names] for _, f, _ in rows], float)
+    y = np.array([y for _, _, y in rows], float)
     mean, std = x.mean(axis=0), x.std(axis=0)
     std[std == 0] = 1.0
     xs = (x - mean) / std
     weights = np.linalg.solve(xs.T @ xs + RIDGE * np.eye(len(names)), xs.T @ (y - y.mean()))
-    model = LearnedValue(names, weights.tolist(), mean.tolist(), std.tolist(), float(y.mean()))
+    return LearnedValue(names, weights.tolist(), mean.tolist(), std.tolist(), float(y.mean()))
 
-    rho, p = _spearman(model.predict([f for _, f, _ in test_rows]), np.array([y for _, _, y in test_rows], float))
-    train_rho, _ = _spearman(model.predict([f for _, f, _ in train_rows]), y)
+
+def train(run_dirs: list[Path], out: Path, seed: int = 0, test_fraction: float = 0.25, split: str = "run") -> TrainReport:
+    """Fit a LearnedValue on the runs' transitions and write it to `out` (JSON).
+
+    split "run": with 3 or more runs, a `test_fraction` of the runs (chosen with `seed`) is held out, so
+    no run is on both sides; with fewer, a random `test_fraction` of the transitions. The model written
+    is the one fit on the training part, i.e. the one the reported held-out correlation describes.
+
+    split "task" (leave one task out): for every task, a model fit on the other tasks' runs ranks that
+    task's transitions; `per_task` has each task's Spearman and `spearman` is over all of them pooled.
+    This is what a model meets on a task it has never seen. The model written is fit on every run."""
+    if split not in SPLITS:
+        raise UserError(f"unknown split {split!r}: use one of {', '.join(SPLITS)}")
+    per_run = [(d, t) for d, t in ((Path(d), transitions(Path(d))) for d in run_dirs) if t]
+    rows: list[Row] = [(r, f, y) for r, (_, ts) in enumerate(per_run) for f, y in ts]
+    if len(rows) < 2:
+        raise UserError(f"need at least 2 evaluated candidates to train on; found {len(rows)} in {len(run_dirs)} run(s)")
+    per_task: dict[str, float] = {}
+    if split == "task":
+        tasks = [task_of(d) for d, _ in per_run]
+        if len(set(tasks)) < 2:
+            raise UserError(f"leave-one-task-out needs runs of at least 2 tasks; these {len(per_run)} are all of {tasks[0]}")
+        preds: list[float] = []
+        ys: list[float] = []
+        for name in sorted(set(tasks)):
+            held = [row for row in rows if tasks[row[0]] == name]
+            rest = [row for row in rows if tasks[row[0]] != name]
+            p = fit(rest).predict([f for _, f, _ in held])
+            y_held = np.array([y for _, _, y in held], float)
+            per_task[name] = _spearman(p, y_held)[0]
+            preds += p.tolist()
+            ys += y_held.tolist()
+        model = fit(rows)
+        rho, pval = _spearman(np.array(preds), np.array(ys))
+        n_train, n_test = len(rows), len(rows)
+        split_text = f"by task: each of {len(per_task)} tasks ranked by a model fit on the others' runs"
+    else:
+        rng = np.random.default_rng(seed)
+        if len(per_run) >= 3:
+            k = max(1, round(test_fraction * len(per_run)))
+            held_runs = set(rng.permutation(len(per_run))[:k].tolist())
+            test = [i for i, (r, _, _) in enumerate(rows) if r in held_runs]
+            split_text = f"by run: {k} of {len(per_run)} runs held out (seed {seed})"
+        else:
+            k = min(len(rows) - 1, max(1, round(test_fraction * len(rows))))
+            test = sorted(rng.permutation(len(rows))[:k].tolist())
+            split_text = f"random: {k} of {len(rows)} transitions held out (seed {seed}; fewer than 3 runs)"
+        test_set = set(test)
+        train_rows = [rows[i] for i in range(len(rows)) if i not in test_set]
+        test_rows = [rows[i] for i in test]
+        model = fit(train_rows)
+        rho, pval = _spearman(model.predict([f for _, f, _ in test_rows]), np.array([y for _, _, y in test_rows], float))
+        n_train, n_test = len(train_rows), len(test_rows)
+    fitted = rows if split == "task" else train_rows
+    train_rho, _ = _spearman(model.predict([f for _, f, _ in fitted]), np.array([y for _, _, y in fitted], float))
     out = Path(out)
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(json.dumps(model.to_json(target=RTG_DEFINITION, ridge=RIDGE, n_train=len(train_rows), n_test=len(test_rows),
+    out.write_text(json.dumps(model.to_json(target=RTG_DEFINITION, ridge=RIDGE, split=split, n_train=n_train, n_test=n_test,
                                             spearman=None if math.isnan(rho) else rho), indent=2) + "\n")
-    return TrainReport(runs=len(per_run), transitions=len(rows), n_train=len(train_rows), n_test=len(test_rows),
-                       split=split, spearman=rho, spearman_p=p, train_spearman=train_rho, features=len(names), out=str(out))
+    return TrainReport(runs=len(per_run), transitions=len(rows), n_train=n_train, n_test=n_test, split=split_text,
+                       spearman=rho, spearman_p=pval, train_spearman=train_rho, features=len(model.names), out=str(out),
+                       per_task=per_task)
 
 
 def _spearman(pred: np.ndarray, y: np.ndarray) -> tuple[float, float]:
@@ -359,8 +409,12 @@ def format_report(report: TrainReport) -> str:
     else:
         held = f"held-out Spearman rank correlation: {report.spearman:.3f} (p = {report.spearman_p:.2g}, n = {report.n_test})"
     train_rho = "undefined" if math.isnan(report.train_spearman) else f"{report.train_spearman:.3f}"
-    return "\n".join([
-        f"trained on {report.n_train} of {report.transitions} transitions from {report.runs} run(s); split {report.split}",
-        held,
-        f"training Spearman {train_rho}; {report.features} features; model written to {report.out}",
-    ])
+    lines = [f"trained on {report.n_train} of {report.transitions} transitions from {report.runs} run(s); split {report.split}",
+             held]
+    if report.per_task:
+        defined = [v for v in report.per_task.values() if not math.isnan(v)]
+        each = ", ".join(f"{t} {'-' if math.isnan(v) else f'{v:.2f}'}" for t, v in report.per_task.items())
+        middle = f"median {float(np.median(defined)):.3f} over the {len(defined)} where defined" if defined else "undefined for every task"
+        lines.append(f"within each held-out task: {middle} ({each})")
+    lines.append(f"training Spearman {train_rho}; {report.features} features; model written to {report.out}")
+    return "\n".join(lines)

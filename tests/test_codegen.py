@@ -1,9 +1,10 @@
 """C from isl's schedules (kernopt/tuner/codegen.py over schedule.py), checked by running it: every schedule
-option set's code for five kernels written here (a product with its init inside the i-j loops, a chain of two
-products sharing a temporary, an in-place Gauss-Seidel sweep with its time loop inside, a triangular update with a
-local sum, a 1-D stencil over two arrays) is compiled with the original (gcc -O2 -fopenmp -ffp-contract=off) and
-must give bit-identical arrays at n = 1, 7, 33, 70 with 1 and 2 threads: the schedules keep every dependence in
-order, and a parallel loop carries none, so nothing is reassociated and threads change nothing."""
+option set's code for the kernels written here (a product with its init inside the i-j loops, a chain of two
+products sharing a temporary, the same chain with sizes derived from n by quotients, an in-place Gauss-Seidel
+sweep with its time loop inside, a triangular update with a local sum, a 1-D stencil over two arrays) is compiled
+with the original (gcc -O2 -fopenmp -ffp-contract=off) and must give bit-identical arrays at n = 1, 7, 33, 70 with
+1 and 2 threads: the schedules keep every dependence in order, and a parallel loop carries none, so nothing is
+reassociated and threads change nothing."""
 
 from __future__ import annotations
 
@@ -50,6 +51,25 @@ CHAIN = """void k(long n, const double *restrict a, const double *restrict b, co
 }
 """
 CHAIN_CALL = "{f}(n, a, b, c, d, e);"
+
+# the chain with sizes derived from n the way other people's code writes them (tasks/derived): quotients, locals
+DERIVED_CHAIN = """void k(long n, const double *restrict a, const double *restrict b, const double *restrict c,
+       double *restrict t, double *restrict d) {
+    long nj = (7 * n + 7) / 8, nk = (3 * n) / 4 + 1, nl = n / 2 + 1;
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < nj; j++) {
+            t[i * nj + j] = 0.0;
+            for (long k = 0; k < nk; k++)
+                t[i * nj + j] += a[i * nk + k] * b[k * nj + j];
+        }
+    for (long i = 0; i < n; i++)
+        for (long l = 0; l < nl; l++) {
+            d[i * nl + l] = 0.0;
+            for (long j = 0; j < nj; j++)
+                d[i * nl + l] += t[i * nj + j] * c[j * nl + l];
+        }
+}
+"""
 
 SWEEP = """void k(long n, double (*restrict u)[n]) {
     for (long t = 0; t < 3; t++)
@@ -180,7 +200,8 @@ def variants(source: str) -> list[tuple[str, str]]:
 
 @needs_gcc
 @pytest.mark.parametrize(("name", "source", "call", "least"), [
-    ("mm_init", MM_INIT, MM_CALL, 8), ("chain", CHAIN, CHAIN_CALL, 8), ("sweep", SWEEP, SWEEP_CALL, 3),
+    ("mm_init", MM_INIT, MM_CALL, 8), ("chain", CHAIN, CHAIN_CALL, 8), ("derived_chain", DERIVED_CHAIN, CHAIN_CALL, 8),
+    ("sweep", SWEEP, SWEEP_CALL, 3),
     ("triangle", TRIANGLE, TRIANGLE_CALL, 3), ("triangle_if", TRIANGLE_IF, TRIANGLE_CALL, 1),
     ("triangle_block", TRIANGLE_BLOCK, TRIANGLE_CALL, 1),
     ("shared_k", SHARED_K, MM_CALL, 3), ("stencil", STENCIL, STENCIL_CALL, 3)])
@@ -207,6 +228,21 @@ def test_the_chain_is_one_model_and_a_schedule_fuses_the_two_products() -> None:
     fused = [w for w, _ in variants(CHAIN) if w.startswith("fuse the 2 nests of k")]
     apart = [w for w, _ in variants(CHAIN) if w.startswith("keep apart the 2 nests of k")]
     assert fused and apart
+
+
+def test_derived_sizes_print_as_their_c_text() -> None:
+    """A quotient size (`(7 * n + 7) / 8`, isl's parameter `/0`) prints as its own C text in the bounds; a remainder,
+    which has none, gives no model (no move) rather than a name the compiler would not know."""
+    found = variants(DERIVED_CHAIN)
+    assert any(w.startswith("fuse the 2 nests of k") for w, _ in found), [w for w, _ in found]
+    for what, code in found:
+        assert "_Q_" not in code and "p_" not in code, (what, code)
+        assert "((7 * n + 7) / 8)" in code or "nj" in code.split("{", 2)[2], (what, code)
+    assert any("((3 * n) / 4)" in code for _, code in found)
+    remainder = DERIVED_CHAIN.replace("nl = n / 2 + 1", "nl = n % 5 + 1")
+    second = remainder[remainder.index("    for (long i = 0; i < n; i++)\n        for (long l"):]
+    assert [m.count for m in models(remainder)] == [1]  # the first product alone: the second's size is a remainder
+    assert variants(remainder) and all(code.endswith(second) for _, code in variants(remainder))
 
 
 def test_the_in_place_sweep_is_tiled_only_after_skewing_and_runs_as_a_wavefront() -> None:

@@ -16,6 +16,7 @@ import time
 import islpy as isl
 import tree_sitter as ts
 
+from kernopt.tuner.model import _param
 from kernopt.tuner.schedule import _WRAP, PARALLEL, Model, Scheduled, models, options_space, same_order, schedule
 
 BUDGET_S = 20.0  # the most time scheduled_sources spends on one kernel: what is left after it is "don't know"
@@ -40,11 +41,15 @@ class Unprintable(Exception):
 
 
 def _param_names(model: Model) -> dict[str, str]:
-    """isl's parameter names (deps.py: `p_n`, a product `p_m_X_n`) -> the C expression."""
+    """isl's parameter names (model.py: `p_n`, a product `p_m_X_n`, a quotient `p__Q_0`) -> the C expression (a
+    quotient's own text, `((9 * n + 7) / 8)`); a parameter with no C text (a remainder) is left out: unprintable."""
     out = {}
     for p in model.nest.params:
-        isl_name = "p_" + p.replace("*", "_X_").replace("%", "_R_")
-        out[isl_name] = p if "*" not in p else "(" + " * ".join(p.split("*")) + ")"
+        if "%" in p or "/" in p:
+            if p in model.nest.param_texts:
+                out[_param(p)] = model.nest.param_texts[p]
+            continue
+        out[_param(p)] = p if "*" not in p else "(" + " * ".join(p.split("*")) + ")"
     return out
 
 

@@ -93,10 +93,12 @@ class Nest:
         self.loops: list[LoopInfo] = []
         self.stmts: list[Stmt] = []
         self.assume_noalias = assume_noalias
+        self.param_texts: dict[str, str] = {}  # a quotient parameter (`/0`) -> its C text, `((9 * n + 7) / 8)`
         self.noalias_assumed: set[tuple[str, str]] = set()
         try:
             b = _Builder(data, root, func, top, approximate)
             self.loops, self.stmts = b.loops, b.stmts
+            self.param_texts = b.param_texts
             self._builder = b
             self._model(b)
         except Unknown as e:

@@ -543,6 +543,8 @@ class _Builder:
         self.params: set[str] = set()
         self.remainders: dict[tuple[str, int, str], str] = {}  # (dividend in isl, divisor, op) -> its parameter `%k`
         self.definitions: list[str] = []  # each remainder or quotient parameter's value, a constraint every domain gets
+        # each quotient parameter's C text where it names only what is in scope before the nest (codegen prints it)
+        self.param_texts: dict[str, str] = {}
         self.local_remainders: set[str] = set()  # remainders of loop variables, each quantified in its loop's bounds
         self.bound: list[tuple[str, str]] | None = None  # while reading a loop's bounds: its remainders, defined
         self.defined: set[str] = set()  # locals set once before the nest taken as parameters (fixed_local)
@@ -719,6 +721,9 @@ class _Builder:
             self.remainders[key] = name
             self.params.add(name)
             self.definitions.append(definition)
+            names = {_text(x) for x in _walk(node) if x.type == "identifier"}
+            if op == "/" and not names & (set(self.locals) | self.loop_names | set(self.arrays) | set(self.rows)):
+                self.param_texts[name] = f"({_text(node)})"  # C's quotient, which the definition above is exactly
         return name
 
     def _in_scope(self, name: str, use: ts.Node) -> None:

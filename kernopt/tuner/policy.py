@@ -8,8 +8,10 @@ valid C. The fixed prior is adjusted by what bounds the parent (its roofline, `r
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from kernopt.agent.base import SearchState
 from kernopt.candidate import Candidate
@@ -24,6 +26,9 @@ from kernopt.tuner.scalarize import scalarizations
 from kernopt.tuner.tile import tilings
 from kernopt.tuner.unroll import unroll_jams
 from kernopt.tuner.wavefront import wavefronts
+
+if TYPE_CHECKING:
+    from kernopt.tuner.schedule import Scheduled
 
 _FLAGS = (("-march=native", 72.0, "compile for the host CPU (-march=native)"),
           ("-funroll-loops", 50.0, "unroll loops (-funroll-loops)"),
@@ -261,6 +266,14 @@ def tiling_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) 
     return out
 
 
+@functools.lru_cache(maxsize=16)
+def _schedules(source: str, openmp: bool) -> tuple[tuple[Scheduled, str], ...]:
+    """scheduled_sources, once per source: a run proposes from the same parent several times (each refill of the
+    batch), and a product chain's schedules take seconds (docs/tuner.md)."""
+    from kernopt.tuner.codegen import scheduled_sources  # kept local: the one place policy.py reaches these modules
+    return tuple(scheduled_sources(source, openmp))
+
+
 def schedule_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) -> list[Move]:
     """Schedules from isl's scheduler with code from isl's AST generator (kernopt/tuner/schedule.py, codegen.py):
     one move per option set (fusion, tile size, parallel member, unroll-and-jam) whose code differs. What today's
@@ -269,9 +282,8 @@ def schedule_moves(kernel: str, source: str, files: dict[str, str], openmp: bool
     sizes, a parallel loop alone (the pragma moves' ground) and unroll-and-jam rank with today's tiling moves.
     Measured (docs/usage.md): the best of them alone is below interchange + parallel for on the products, so they
     do not push the cheap flag and pragma moves out of the first batches."""
-    from kernopt.tuner.codegen import scheduled_sources  # kept local: the one place policy.py reaches these modules
     out = []
-    for s, new in scheduled_sources(source, openmp):
+    for s, new in _schedules(source, openmp):
         o, notes = s.options, s.notes
         parallel = any(n.startswith("parallel for") for n in notes)
         fused = s.model.count > 1 and notes[0].startswith("fuse")

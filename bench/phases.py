@@ -4,9 +4,8 @@
 Each argument is LABEL=DIR: every run under DIR (DIR/*/events.jsonl) contributes its evaluated candidates'
 `phase_s` (kernopt.runs.PHASES). One row per label: the candidates, their total time, the median of a
 candidate's total time (on a suite whose candidates take 10 s or 40 s by task, the median falls in the gap:
-read the total beside it),
-the median of each phase over the candidates (0 where a candidate did not have it), and the sums of the
-guards that only some candidates pay (recheck, vs_best).
+read the total beside it), the median of each phase over the candidates (0 where a candidate did not have
+it), and the sums of the guards that only some candidates pay (recheck, vs_best).
 
 usage: python bench/phases.py before=DIR_A after=DIR_B
 """

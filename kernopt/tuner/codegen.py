@@ -41,16 +41,9 @@ class Unprintable(Exception):
 
 
 def _param_names(model: Model) -> dict[str, str]:
-    """isl's parameter names (model.py: `p_n`, a product `p_m_X_n`, a quotient `p__Q_0`) -> the C expression (a
-    quotient's own text, `((9 * n + 7) / 8)`); a parameter with no C text (a remainder) is left out: unprintable."""
-    out = {}
-    for p in model.nest.params:
-        if "%" in p or "/" in p:
-            if p in model.nest.param_texts:
-                out[_param(p)] = model.nest.param_texts[p]
-            continue
-        out[_param(p)] = p if "*" not in p else "(" + " * ".join(p.split("*")) + ")"
-    return out
+    """isl's parameter names (model.py: `p_n`, a product `p_m_X_n`, a quotient `p__Q_0`) -> the C expression
+    (Nest.param_c); a parameter with no C text (a remainder) is left out: unprintable."""
+    return {_param(p): c for p in model.nest.params if (c := model.nest.param_c(p)) is not None}
 
 
 class _Printer:

@@ -112,6 +112,13 @@ class Nest:
     def known(self) -> bool:
         return not self.reason
 
+    def param_c(self, p: str) -> str | None:
+        """A parameter as a C expression: its name, a product `(m * n)`, a quotient's own text `((9 * n + 7) / 8)`;
+        None for a remainder, which has no C text (generated code cannot name it)."""
+        if "%" in p or "/" in p:
+            return self.param_texts.get(p)
+        return p if "*" not in p else "(" + " * ".join(p.split("*")) + ")"
+
     # --- the model ---------------------------------------------------------------------------------
     def _model(self, b: _Builder) -> None:
         if not self.stmts:

@@ -284,8 +284,8 @@ def _model(data: bytes, func: str, run: list[ts.Node]) -> list[Model] | None:
     nest = found[0]
     if not nest.stmts or len(nest.stmts) > MAX_STMTS or max(len(s.loops) for s in nest.stmts) > MAX_DEPTH:
         return None
-    # a remainder parameter has no C name (and isl takes tens of seconds to schedule one); a quotient has its text
-    if any("%" in p or ("/" in p and p not in nest.param_texts) for p in nest.params):
+    # a parameter generated code cannot name (a remainder; isl also takes tens of seconds to schedule one): no model
+    if any(nest.param_c(p) is None for p in nest.params):
         return None
     locals_ = _locals(nest, text.decode(errors="replace"))
     if locals_ is None or not _simple_statements(nest, len(run) > 1):

@@ -63,6 +63,20 @@ def test_threads_kept_busy_are_counted() -> None:
     assert "2 threads" in stats.disturbed([0.0155] * 3, [0.010] * 3, None)
 
 
+def test_a_parallel_program_waiting_on_its_own_threads_is_judged_by_the_machine_counters() -> None:
+    """The paired comparison's 'baseline' is the best, often parallel: a block wavefront measured 1.53 CPUs of its 2
+    threads on a quiet machine (its tiles wait on each other), and every round was called disturbed, so no candidate
+    could ever replace it (tasks/derived/seidel3d_sweeps: 1.19x [1.16, 1.21] vs best, refused as 'machine busy').
+    Where the machine's counters are read, they decide for a parallel process: quiet is quiet, a neighbour is not;
+    a serial one is still judged by its share too."""
+    cpu, times = [0.153] * 10, [0.1] * 10
+    assert stats.disturbed(cpu, times, 0.1, others=[0.0] * 10, cpus=2) == ""
+    assert "CPUs busy" in stats.disturbed(cpu, times, 0.1, others=[0.08] * 10, cpus=2)
+    assert "2 threads" in stats.disturbed(cpu, times, 0.1)  # no counters: the share rule as before
+    assert "2 threads" in stats.disturbed(cpu, times, 0.1, others=[0.0, None] * 5, cpus=2)
+    assert "1 thread" in stats.disturbed([0.07] * 10, times, 0.1, others=[0.0] * 10, cpus=2)
+
+
 def test_other_processes_on_the_machine_disturb_a_round() -> None:
     """The baseline got all of its CPU, but the rest of the machine kept half a CPU busy during its calls (a
     neighbour sharing caches, memory bandwidth or an SMT sibling): disturbed. /proc/stat counts 10 ms ticks,

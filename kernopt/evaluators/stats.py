@@ -176,12 +176,17 @@ def disturbed(cpu_in: list[float], times: list[float], reference: float | None, 
     may sleep while the device works): the time rule alone. `others`: each call's CPU-seconds used by the
     rest of the machine inside its window (the monitor's figure; None for a call where it could not read
     them, which fails closed: disturbed); more than BUSY_OTHERS CPUs beyond a clock tick's error (others_share,
-    over `cpus` CPUs: the machine's, by default this one's) is disturbed."""
+    over `cpus` CPUs: the machine's, by default this one's) is disturbed. Where those are read, the share rule
+    judges only a process that keeps one thread busy (k = 1): a parallel one's threads also wait on each other."""
     if not times:
         return ""
     concurrency = cpu_share(cpu_in, times)
     k = max(1, round(concurrency))
-    if cpu and concurrency / k < BUSY_SHARE:
+    measured = others is not None and all(o is not None for o in others)
+    # A parallel program's threads also wait on each other (a wavefront's barriers: 1.53 CPUs of 2 on a quiet machine,
+    # issue 27), which this rule cannot tell from waiting for a CPU: where the machine's own counters are read, they
+    # judge a parallel process, and this rule a serial one.
+    if cpu and concurrency / k < BUSY_SHARE and (k == 1 or not measured):
         return f"the baseline got {concurrency / k:.0%} of the CPU of its {k} thread{'s' * (k > 1)} inside its calls"
     if cpu and others is not None:
         rest = others_share(others, times, cpus or os.cpu_count() or 1)

@@ -90,7 +90,7 @@ def test_fusion_options_give_one_band_or_several_for_the_chain() -> None:
     fused = schedule(model, Options(fusion="whole", parallel=False, stride=False))
     apart = schedule(model, Options(fusion="min", parallel=False, stride=False))
     assert fused is not None and fused.notes[0] == "fuse the 2 nests of k"
-    assert apart is not None and apart.notes[0] == "keep apart the 2 nests of k"
+    assert apart is not None and apart.notes[0] == "keep apart the 2 nests of k, distributed into 4 loop nests"
 
 
 def test_tiling_needs_a_permutable_band_and_a_local_keeps_its_loop_untiled() -> None:
@@ -107,3 +107,14 @@ def test_too_many_statements_is_no_model() -> None:
     source = (f"void f(long n, double *restrict x) {{\n    for (long i = 0; i < n; i++)\n"
               f"        for (long j = 0; j < n; j++) {{\n{body}        }}\n}}\n")
     assert models(source) == []
+
+
+def test_the_stride_order_is_chosen_per_nest_where_nests_share_loop_names() -> None:
+    """The chain's second product runs i, l, j: its l loop is the stride-1 one, though a loop named j is the first
+    product's stride-1 loop. Scored over every statement with a loop named j, the second nest kept j innermost."""
+    from tests.test_codegen import DERIVED_CHAIN
+    [model] = models(DERIVED_CHAIN)
+    for fusion in ("max", "min"):
+        s = schedule(model, Options(fusion=fusion, parallel=False))
+        assert s is not None and "l innermost for stride-1 accesses" in s.notes, s.notes
+        assert "j innermost for stride-1 accesses" in s.notes, s.notes

@@ -80,6 +80,7 @@ class Model:
     reads: str = ""
     coarse: bool = False  # each local's block one unit (its loops inside it, the local private to it)
     computed: dict[str, str] = field(default_factory=dict)  # isl's schedule for each fusion option, once
+    whole_function: bool = False  # the model's nests are all the loop nests of its function
 
     @property
     def label(self) -> str:
@@ -178,10 +179,12 @@ def models(source: str) -> list[Model]:
     """A model per run of nests (the whole run where it is inside the model, else each nest known on its own)."""
     data = source.encode()
     out: list[Model] = []
-    for func, run in regions(source):
+    runs = regions(source)
+    for func, run in runs:
         whole = _model(data, func, run)
         if whole is not None or len(run) == 1:
-            out += whole or []
+            alone = sum(f == func for f, _ in runs) == 1
+            out += [replace(m, whole_function=alone and m.count == len(run)) for m in whole or []]
             continue
         out += [m for n in run for m in _model(data, func, [n]) or []]
     return out
@@ -486,7 +489,8 @@ def _shape(model: Model, sched: isl.Schedule, options: Options, notes: list[str]
     if not paths:
         return None
     if model.count > 1:
-        notes.append(f"{'fuse' if len(paths) == 1 else 'keep apart'} {model.label}")
+        split = f", distributed into {len(paths)} loop nests" if len(paths) > model.count else ""
+        notes.append(f"{'fuse' if len(paths) == 1 else 'keep apart'} {model.label}{split}")
     else:
         apart = f" into {len(paths)} loop nests" if len(paths) > 1 else ""
         notes.append(f"{'distribute' if apart else 'reschedule'} {model.label}{apart}")
@@ -543,6 +547,8 @@ def _tile(sched: isl.Schedule, path: list[int], options: Options, notes: list[st
     for k in range(n):
         sizes = sizes.set_val(k, isl.Val.int_from_si(sched.get_ctx(), options.unroll if k == 0 else 1))
     band = band.band_tile(sizes)
+    for k in range(n):
+        band = band.band_member_set_ast_loop_type(k, isl.ast_loop_type.separate)
     point = band.child(0).band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
     _note(notes, f"unroll-and-jam {labels[0]} by {options.unroll}")
     return point.parent().get_schedule(), [f"{labels[0]} (strip-mined)", *labels[1:]]
@@ -612,7 +618,8 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
         return sched
     mupa = inner.band_get_partial_schedule()
     follows = [_follows(mupa.get_at(k)) for k in range(n)]
-    scores = [_stride_score(model, v) if v else None for v in follows]
+    names = {st.get_tuple_name() for st in _sets(inner.get_domain())}
+    scores = [_stride_score(model, v, names) if v else None for v in follows]
     best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
     if best is None or best == n - 1 or scores[best] == scores[n - 1] or (scores[best] or 0) <= 0:
         return sched
@@ -629,12 +636,13 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
     return node.get_schedule()
 
 
-def _stride_score(model: Model, var: str) -> int:
+def _stride_score(model: Model, var: str, names: set[str]) -> int:
     """Accesses whose last subscript moves with `var` by 1 (stride 1) minus those where it moves by more (`var` in an
-    earlier subscript, or times a parameter in a flat one)."""
+    earlier subscript, or times a parameter in a flat one), over the statements `names` (the band's: another nest's
+    loop of the same name is another loop)."""
     score = 0
-    for s in model.stmts.values():
-        if not any(model.nest.loops[i].var == var for i in s.loops):
+    for name, s in model.stmts.items():
+        if name not in names or not any(model.nest.loops[i].var == var for i in s.loops):
             continue
         for a in s.accesses:
             if not a.dims:

@@ -442,3 +442,26 @@ def test_rotating_buffers_mark_a_time_loop_and_row_pointers_move_with_their_loop
 }
 """
     assert next(lp for lp in analyze(ring) if lp.var == "i").uses_var  # % m, a variable: no time loop
+
+
+GUARDED = """
+void gram(long n, long m, const double *u, double *s) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++) {
+            s[i * n + j] = 0.0;
+            if (j <= i)
+                for (long c = 0; c < m; c++) s[i * n + j] += u[i * m + c] * u[j * m + c];
+        }
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++)
+            if (u[i] > 0.0) s[i * n + j] = 0.0;
+}
+"""
+
+
+def test_a_loop_run_only_under_a_condition_on_the_outer_variable_is_uneven_work() -> None:
+    """`if (j <= i) for (c ...)`: row i does i + 1 dot products, as a triangular loop's bounds would make it: the
+    parallel for on i gets schedule(dynamic) first. A condition that guards no loop is not that."""
+    gram, _, _, plain, _ = analyze(GUARDED)
+    assert gram.var == "i" and gram.triangular
+    assert plain.var == "i" and not plain.triangular

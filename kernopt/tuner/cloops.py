@@ -551,6 +551,9 @@ def analyze(source: str) -> list[Loop]:
         var, body = canonical or _loop_var(n, kinds)[0], _field(n, "body")
         below = [m for m in _walk(body) if m.type == "for_statement"]
         bounds = [x for m in [n, *below] for x in (_field(m, "initializer"), _field(m, "condition"))]
+        # a loop run only under a condition on var (`if (j <= i) for (c ...)`) makes the work per iteration uneven too
+        guards = [_field(s, "condition") for s in _walk(body) if s.type == "if_statement"
+                  and any(m.type == "for_statement" for m in _walk(_field(s, "consequence")))]
         inner = _perfect(n, canonical, kinds) if canonical else None
         body_text = data[body.start_byte:body.end_byte].decode(errors="replace") if body is not None else ""
         reductions, private, shared = _scalars(body, var, kinds)
@@ -567,7 +570,7 @@ def analyze(source: str) -> list[Loop]:
             inner_omp=tuple(m.group().strip() for m in re.finditer(r"(?m)^[ \t]*#\s*pragma\s+omp\b.*$", body_text)),
             reductions=tuple(reductions), private=tuple(private), shared=tuple(shared),
             array_reductions=tuple(_array_reductions(tree.root_node, n, var, declared)),
-            triangular=var is not None and any(var in _names(x) for x in bounds[2:]),
+            triangular=var is not None and any(var in _names(x) for x in [*bounds[2:], *guards]),
             indirect=any(s.type == "subscript_expression" for x in bounds for s in _walk(x)),
             recurrence=body is not None and _recurrence(body, var), uses_var=var is not None and _uses(body, var),
             calls=frozenset(_text(_field(s, "function")) for s in _walk(body) if s.type == "call_expression"),

@@ -291,7 +291,6 @@ def _schedules(source: str, openmp: bool) -> tuple[tuple[Scheduled, str], ...]:
     return tuple(scheduled_sources(source, openmp))
 
 
-
 def schedule_moves(kernel: str, source: str, files: dict[str, str], openmp: bool) -> list[Move]:
     """Schedules from isl's scheduler with code from isl's AST generator (kernopt/tuner/schedule.py, codegen.py):
     one move per option set (fusion, tile size, parallel member, unroll-and-jam) whose code differs. An untiled,

@@ -495,8 +495,9 @@ def test_two_loops_one_line_from_a_macro_get_no_verdict_from_each_other() -> Non
 def test_a_product_chain_is_permuted_and_parallel_in_one_move_then_a_batch_spreads_over_move_families() -> None:
     """tasks/derived/chain2_ab: the isl schedule that makes both products stride-1 and parallel is the first proposal
     (the permutation and the parallel for in one move: 8.6x in one run, where the two-step path had 4.1x after 5
-    candidates). From it, eight unroll-and-jam variants rank above -march=native; a batch takes two of one family and
-    then the best of the others, so -march=native is in the next batch of 4."""
+    candidates). From it, four unroll-and-jam variants (k by 2 and 4 in each product: the k == 0 iteration is a loop
+    of its own, so k's loop nest is perfect) rank above -march=native; a batch takes two of one family and then the
+    best of the others, so -march=native is in the next batch of 4."""
     task = load_task(ROOT / "tasks/derived/chain2_ab")
     first = TunerPolicy().propose(state_for(task), 4)
     assert first[0].idea.startswith("isl schedule: keep apart the 2 nests of chain2_ab; l innermost for stride-1 "
@@ -506,7 +507,7 @@ def test_a_product_chain_is_permuted_and_parallel_in_one_move_then_a_batch_sprea
     assert sum(i.startswith("unroll-and-jam") for i in ideas) == 2, ideas
     assert any(c.cflags == ["-march=native"] for c in second), ideas
     every = TunerPolicy().propose(state_for(task, parent=first[0]), 500)
-    assert sum(c.idea.startswith("unroll-and-jam") for c in every) == 8  # deferred, not dropped
+    assert sum(c.idea.startswith("unroll-and-jam") for c in every) == 4  # deferred, not dropped
 
 
 def test_a_schedule_of_the_deeper_nest_ranks_first_and_a_same_worded_one_not_beside_it() -> None:

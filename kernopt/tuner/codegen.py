@@ -144,6 +144,9 @@ class _Printer:
             private = sorted({loc.cname for loc in self.model.locals for s in inside if _accesses(self.model, s, loc.obj)} |
                              (self.shared_loops - shared_before))
             clause = f" private({', '.join(private)})" if private else ""
+            if _uneven(n.for_get_body(), it):
+                step = inc.get_val().to_python()
+                clause = (" schedule(dynamic, 16)" if step == 1 else " schedule(dynamic)") + clause
             out.insert(0, f"{ind}#pragma omp parallel for{clause}")
         return out
 
@@ -176,6 +179,51 @@ class _Printer:
                 raise Unprintable("a declaration")
             return f"{renamed.get(_text(target), _text(target))} = {_substitute(value, subst, renamed)};"
         return _substitute(node, subst, renamed)
+
+
+def _ids(e: isl.AstExpr) -> set[str]:
+    """The identifiers in an AST expression."""
+    t = e.get_type()
+    if t == isl.ast_expr_type.id:
+        return {e.get_id().get_name()}
+    if t == isl.ast_expr_type.op:
+        return {name for k in range(e.get_op_n_arg()) for name in _ids(e.get_op_arg(k))}
+    return set()
+
+
+def _uneven(body: isl.AstNode, it: str) -> bool:
+    """Whether the iterations of the loop over `it` do uneven work: a loop inside has a bound on `it` at one end
+    only (`for c2 <= c0`: a triangle; a strip `c0 <= c3 <= c0 + 63` has it at both, a clipped one `0 <= c3 <=
+    min(63, n - c0 - 1)` none), or a condition comparing `it` with an inner loop's variable guards part of the
+    body. A parallel for over such a loop gets a dynamic schedule (a static one gives the thread with the long
+    iterations most of the work)."""
+    t = body.get_type()
+    if t == isl.ast_node_type.block:
+        kids = body.block_get_children()
+        return any(_uneven(kids.get_at(k), it) for k in range(kids.n_ast_node()))
+    if t == isl.ast_node_type.mark:
+        return _uneven(body.mark_get_node(), it)
+    if t == _IF:
+        ids = _ids(body.if_get_cond())  # `c2 <= c0`, not an edge guard `n >= c0 + 2` (the last strip of an unroll)
+        return (it in ids and any(x != it and x.startswith(_ITER) for x in ids)) or _uneven(body.if_get_then_node(), it) or \
+            (body.if_has_else_node() and _uneven(body.if_get_else_node(), it))
+    if t == _FOR:
+        if not body.for_is_degenerate() and (it in _ids(body.for_get_init())) != (it in _bound_ids(body.for_get_cond())):
+            return True
+        return _uneven(body.for_get_body(), it)
+    return False
+
+
+def _bound_ids(cond: isl.AstExpr) -> set[str]:
+    """The identifiers of a loop condition's bound (`c <= e`), none where `e` is a min with a constant (a strip of a
+    tiled loop clipped at the edge: `c3 <= min(63, n - c0 - 1)` is 64 iterations but in the last tile)."""
+    if cond.get_type() != isl.ast_expr_type.op or cond.get_op_n_arg() != 2:
+        return _ids(cond)
+    bound = cond.get_op_arg(1)
+    if bound.get_type() == isl.ast_expr_type.op and _OPS.get(bound.get_op_type()) == "min" and any(
+            bound.get_op_arg(k).get_type() == isl.ast_expr_type.int for k in range(bound.get_op_n_arg())):
+        return set()
+    return _ids(bound)
 
 
 def _outer_loop_vars(block: ts.Node) -> set[str]:

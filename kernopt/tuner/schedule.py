@@ -507,6 +507,9 @@ def _shape(model: Model, sched: isl.Schedule, options: Options, notes: list[str]
             return None
     elif options.wavefront:
         return None
+    else:
+        for path in paths:
+            sched = _separate(sched, path)
     if options.parallel:
         sched = _mark_parallel(sched, notes, tiled)
     return sched
@@ -552,6 +555,20 @@ def _tile(sched: isl.Schedule, path: list[int], options: Options, notes: list[st
     point = band.child(0).band_member_set_ast_loop_type(0, isl.ast_loop_type.unroll)
     _note(notes, f"unroll-and-jam {labels[0]} by {options.unroll}")
     return point.parent().get_schedule(), [f"{labels[0]} (strip-mined)", *labels[1:]]
+
+
+def _separate(sched: isl.Schedule, path: list[int]) -> isl.Schedule:
+    """Each loop of the bands at and under `path` split where the statements it runs change (isl's `separate` loop
+    type): a statement fused in at one value of an outer loop (the `c *= beta` of `for p: for j: c += ...` at
+    p == 0) gets that iteration as a loop of its own instead of a guard in the innermost loop."""
+    node = _at(sched, path)
+    if node.get_type() == isl.schedule_node_type.band:
+        for k in range(node.band_n_member()):
+            node = node.band_member_set_ast_loop_type(k, isl.ast_loop_type.separate)
+    for k in range(node.n_children()):
+        sched = _separate(node.get_schedule(), [*path, k])
+        node = _at(sched, path)
+    return node.get_schedule()
 
 
 def _note(notes: list[str], note: str) -> None:

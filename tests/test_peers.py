@@ -300,7 +300,7 @@ def test_verdict_reads_the_two_speed_checks_off_the_table() -> None:
     # geometric means: autopar sqrt(3) = 1.73, Polly sqrt(4 * 1) = 2.00, tuner sqrt(12.8) = 3.58 -> 1.79x Polly's
     lines = peers.verdict(results, {"openmp/a": ("compute", 0.2), "openmp/b": ("memory", 0.5)})
     assert lines[0] == ("- **Tuner against the best auto-parallelizer:** geometric mean 3.58x against clang Polly parallel's 2.00x: "
-                        "**1.79x** (meets the target of at least 1.2x).")
+                        "**1.79x** (meets the target of at least 1.5x).")
     assert lines[1:3] == peers.reach(results)  # issue 17's suite checks (test_reach_counts_...)
     assert lines[3] == "- **openmp/a** (compute-bound): tuner 8.00x, at least 1.7x (85% of the 2-core ceiling); at 20% of the compute roof."
     assert len(lines) == 4  # openmp/b is memory-bound: not one of the compute-bound tasks

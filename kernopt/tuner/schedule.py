@@ -500,7 +500,7 @@ def _shape(model: Model, sched: isl.Schedule, options: Options, notes: list[str]
     tiled: dict[tuple[int, ...], list[str]] = {}  # each tiled band's path and its members' labels before tiling
     if options.tile or options.unroll:
         for path in reversed(paths):  # inner changes keep the paths of the bands before them
-            done = _tile(sched, path, options, notes)
+            done = _tile(model, sched, path, options, notes)
             if done is not None:
                 sched, tiled[tuple(path)] = done
         if not tiled:
@@ -515,7 +515,8 @@ def _shape(model: Model, sched: isl.Schedule, options: Options, notes: list[str]
     return sched
 
 
-def _tile(sched: isl.Schedule, path: list[int], options: Options, notes: list[str]) -> tuple[isl.Schedule, list[str]] | None:
+def _tile(model: Model, sched: isl.Schedule, path: list[int], options: Options,
+          notes: list[str]) -> tuple[isl.Schedule, list[str]] | None:
     """Tile (or strip-mine for unroll-and-jam) the permutable band at `path`; None where the band does not allow it."""
     band = _at(sched, path)
     n = band.band_n_member()
@@ -536,6 +537,8 @@ def _tile(sched: isl.Schedule, path: list[int], options: Options, notes: list[st
         band = band.band_tile(sizes)
         _note(notes, f"tile {'x'.join([str(options.tile)] * n)} over {', '.join(labels[:n])}")
         labels = labels[:n]
+        if options.stride and not options.wavefront:
+            band = _sink_stride(model, band, labels, notes)
         if options.wavefront:  # only for a band with no parallel loop of its own (an in-place sweep's)
             if any(band.band_member_get_coincident(k) for k in range(n)):
                 return None
@@ -569,6 +572,44 @@ def _separate(sched: isl.Schedule, path: list[int]) -> isl.Schedule:
         sched = _separate(node.get_schedule(), [*path, k])
         node = _at(sched, path)
     return node.get_schedule()
+
+
+def _sink_stride(model: Model, tile: isl.ScheduleNode, labels: list[str], notes: list[str]) -> isl.ScheduleNode:
+    """Where loops run inside the tiled band (a time loop and a rod loop over `for i` sweeps: tridiag_soa's `for t:
+    for s: { ...; for i ...; for i ... }`), the point loop of the member with the most stride-1 accesses moves below
+    them, innermost in every statement (isl's band sink): the tile loops keep a block of the arrays in cache across
+    the outer loop's iterations, and the innermost loops walk memory with stride 1. `tile` is the tile band; returns
+    it (its subtree changed or not); check() decides whether the result is legal."""
+    point = tile.child(0)
+    if point.get_type() != isl.schedule_node_type.band or not _band_below(point.child(0)):
+        return tile
+    n = point.band_n_member()
+    names = {st.get_tuple_name() for st in _sets(point.get_domain())}
+    scores = [_stride_score(model, v, names) if v.isidentifier() else None for v in labels]
+    best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
+    if best is None or (scores[best] or 0) <= 0:
+        return tile
+    mupa = point.band_get_partial_schedule()
+    order = [k for k in range(n) if k != best] + [best]
+    new = mupa
+    for idx, k in enumerate(order):
+        new = new.set_at(idx, mupa.get_at(k))
+    point = point.delete().insert_partial_schedule(new)
+    if n > 1:
+        point = point.band_split(n - 1).child(0)
+    point = point.band_sink()
+    _note(notes, f"the {labels[best]} loop of each tile innermost, below the loops inside")
+    while point.get_type() != isl.schedule_node_type.band or point.band_n_member() != tile.band_n_member() or \
+            point.get_schedule_depth() != tile.get_schedule_depth():
+        point = point.parent()
+    return point
+
+
+def _band_below(node: isl.ScheduleNode) -> bool:
+    """Whether a band node is at or below `node`."""
+    if node.get_type() == isl.schedule_node_type.band:
+        return True
+    return any(_band_below(node.child(k)) for k in range(node.n_children()))
 
 
 def _note(notes: list[str], note: str) -> None:
@@ -631,14 +672,19 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
             break
         inner = nxt
     n = inner.band_n_member()
-    if n < 2 or not inner.band_get_permutable():
+    if not inner.band_get_permutable() and n > 1:
         return sched
     mupa = inner.band_get_partial_schedule()
     follows = [_follows(mupa.get_at(k)) for k in range(n)]
     names = {st.get_tuple_name() for st in _sets(inner.get_domain())}
     scores = [_stride_score(model, v, names) if v else None for v in follows]
     best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
-    if best is None or best == n - 1 or scores[best] == scores[n - 1] or (scores[best] or 0) <= 0:
+    if best is None or (scores[best] or 0) <= 0:
+        return sched
+    if scores[best] == scores[n - 1]:
+        best = n - 1  # a tie keeps isl's order
+    below = _band_below(inner.child(0))
+    if best == n - 1 and not below:
         return sched
     order = [k for k in range(n) if k != best] + [best]
     new = mupa
@@ -649,6 +695,12 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
     node = node.band_set_permutable(1)
     for k, c in enumerate(coincident):
         node = node.band_member_set_coincident(k, int(c))
+    if below:  # loops inside the band: innermost means below them, in every statement (see _sink_stride)
+        if n > 1:
+            node = node.band_split(n - 1).child(0)
+        node = node.band_sink()
+        _note(notes, f"{follows[best]} innermost for stride-1 accesses, below the loops inside")
+        return node.get_schedule()
     _note(notes, f"{follows[best]} innermost for stride-1 accesses")
     return node.get_schedule()
 

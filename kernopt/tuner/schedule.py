@@ -589,20 +589,28 @@ def _sink_stride(model: Model, tile: isl.ScheduleNode, labels: list[str], notes:
     best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
     if best is None or (scores[best] or 0) <= 0:
         return tile
-    mupa = point.band_get_partial_schedule()
-    order = [k for k in range(n) if k != best] + [best]
-    new = mupa
-    for idx, k in enumerate(order):
-        new = new.set_at(idx, mupa.get_at(k))
-    point = point.delete().insert_partial_schedule(new)
-    if n > 1:
-        point = point.band_split(n - 1).child(0)
-    point = point.band_sink()
+    at = _path(tile)
+    point = _sink_last(_last(point, best))
     _note(notes, f"the {labels[best]} loop of each tile innermost, below the loops inside")
-    while point.get_type() != isl.schedule_node_type.band or point.band_n_member() != tile.band_n_member() or \
-            point.get_schedule_depth() != tile.get_schedule_depth():
-        point = point.parent()
-    return point
+    return _at(point.get_schedule(), at)
+
+
+def _last(band: isl.ScheduleNode, k: int) -> isl.ScheduleNode:
+    """The band with member `k` moved last (the others in their order); permutable and coincident flags not kept."""
+    n = band.band_n_member()
+    mupa = band.band_get_partial_schedule()
+    new = mupa
+    for idx, m in enumerate([m for m in range(n) if m != k] + [k]):
+        new = new.set_at(idx, mupa.get_at(m))
+    return band.delete().insert_partial_schedule(new)
+
+
+def _sink_last(band: isl.ScheduleNode) -> isl.ScheduleNode:
+    """The band's last member split off and sunk to the leaves of its subtree (below every loop inside)."""
+    n = band.band_n_member()
+    if n > 1:
+        band = band.band_split(n - 1).child(0)
+    return band.band_sink()
 
 
 def _band_below(node: isl.ScheduleNode) -> bool:
@@ -686,19 +694,13 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
     below = _band_below(inner.child(0))
     if best == n - 1 and not below:
         return sched
-    order = [k for k in range(n) if k != best] + [best]
-    new = mupa
-    for idx, k in enumerate(order):
-        new = new.set_at(idx, mupa.get_at(k))
-    coincident = [inner.band_member_get_coincident(k) for k in order]
-    node = inner.delete().insert_partial_schedule(new)
-    node = node.band_set_permutable(1)
+    coincident = [inner.band_member_get_coincident(k) for k in range(n) if k != best] + \
+        [inner.band_member_get_coincident(best)]
+    node = _last(inner, best).band_set_permutable(1)
     for k, c in enumerate(coincident):
         node = node.band_member_set_coincident(k, int(c))
     if below:  # loops inside the band: innermost means below them, in every statement (see _sink_stride)
-        if n > 1:
-            node = node.band_split(n - 1).child(0)
-        node = node.band_sink()
+        node = _sink_last(node)
         _note(notes, f"{follows[best]} innermost for stride-1 accesses, below the loops inside")
         return node.get_schedule()
     _note(notes, f"{follows[best]} innermost for stride-1 accesses")

@@ -564,14 +564,13 @@ def _separate(sched: isl.Schedule, path: list[int]) -> isl.Schedule:
     """Each loop of the bands at and under `path` split where the statements it runs change (isl's `separate` loop
     type): a statement fused in at one value of an outer loop (the `c *= beta` of `for p: for j: c += ...` at
     p == 0) gets that iteration as a loop of its own instead of a guard in the innermost loop."""
-    node = _at(sched, path)
-    if node.get_type() == isl.schedule_node_type.band:
-        for k in range(node.band_n_member()):
-            node = node.band_member_set_ast_loop_type(k, isl.ast_loop_type.separate)
-    for k in range(node.n_children()):
-        sched = _separate(node.get_schedule(), [*path, k])
-        node = _at(sched, path)
-    return node.get_schedule()
+    def separate(node: isl.ScheduleNode) -> isl.ScheduleNode:
+        if node.get_type() == isl.schedule_node_type.band:
+            for k in range(node.band_n_member()):
+                node = node.band_member_set_ast_loop_type(k, isl.ast_loop_type.separate)
+        return node
+
+    return _at(sched, path).map_descendant_bottom_up(separate).get_schedule()
 
 
 def _sink_stride(model: Model, tile: isl.ScheduleNode, labels: list[str], notes: list[str]) -> isl.ScheduleNode:
@@ -584,10 +583,8 @@ def _sink_stride(model: Model, tile: isl.ScheduleNode, labels: list[str], notes:
     if point.get_type() != isl.schedule_node_type.band or not _band_below(point.child(0)):
         return tile
     n = point.band_n_member()
-    names = {st.get_tuple_name() for st in _sets(point.get_domain())}
-    scores = [_stride_score(model, v, names) if v.isidentifier() else None for v in labels]
-    best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
-    if best is None or (scores[best] or 0) <= 0:
+    best, _ = _stride_member(model, point, [v if v.isidentifier() else None for v in labels[:n]])
+    if best is None:
         return tile
     at = _path(tile)
     point = _sink_last(_last(point, best))
@@ -684,10 +681,8 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
         return sched
     mupa = inner.band_get_partial_schedule()
     follows = [_follows(mupa.get_at(k)) for k in range(n)]
-    names = {st.get_tuple_name() for st in _sets(inner.get_domain())}
-    scores = [_stride_score(model, v, names) if v else None for v in follows]
-    best = max((k for k in range(n) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
-    if best is None or (scores[best] or 0) <= 0:
+    best, scores = _stride_member(model, inner, follows)
+    if best is None:
         return sched
     if scores[best] == scores[n - 1]:
         best = n - 1  # a tie keeps isl's order
@@ -705,6 +700,15 @@ def _unit_stride(model: Model, sched: isl.Schedule, path: list[int], notes: list
         return node.get_schedule()
     _note(notes, f"{follows[best]} innermost for stride-1 accesses")
     return node.get_schedule()
+
+
+def _stride_member(model: Model, band: isl.ScheduleNode, loops: list[str | None]) -> tuple[int | None, list[int | None]]:
+    """The band member (the loop variable each follows, None for none) with the most stride-1 accesses over the band's
+    statements, the last on a tie, None where no member has a positive score; and every member's score."""
+    names = {st.get_tuple_name() for st in _sets(band.get_domain())}
+    scores = [_stride_score(model, v, names) if v else None for v in loops]
+    best = max((k for k in range(len(loops)) if scores[k] is not None), key=lambda k: (scores[k], k), default=None)
+    return (best if best is not None and (scores[best] or 0) > 0 else None), scores
 
 
 def _stride_score(model: Model, var: str, names: set[str]) -> int:

@@ -425,6 +425,23 @@ def test_every_nest_parallelized_at_once_and_it_verifies(tmp_path: Path, monkeyp
         assert result.verification.race_check == "clean", result.verification.race_detail
 
 
+def test_a_ping_pong_time_loop_gets_its_sweep_parallelized_and_it_verifies(tmp_path: Path,
+                                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    """diffuse3d swaps `src` and `dst` after each time step: the time loop is outside the model, so its sweep is
+    analysed alone (the two pointers take turns holding u and tmp, never the same one). The first batch
+    parallelizes the sweep inside the time loop, never the time loop itself, and the candidate passes the evaluator
+    (verified at every thread count, race check clean; untimed)."""
+    task = load_task(ROOT / "tasks/loops/diffuse3d")
+    first = TunerPolicy().propose(state_for(task), 4)
+    assert first[0].idea.startswith("parallelize every nest at once:") and "i loop (line 17)" in first[0].idea
+    assert any(c.idea == "add `#pragma omp parallel for` on the i loop (line 17)" for c in first)
+    ideas = [c.idea for c in TunerPolicy().propose(state_for(task), 500)]
+    assert not any("parallel for" in i and "the t loop" in i for i in ideas)
+    result = untimed(task, first[0], monkeypatch, tmp_path)
+    assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
+    assert result.verification.race_check == "clean", result.verification.race_detail
+
+
 def test_the_polly_build_is_tried_in_the_first_batch_and_a_polly_parent_does_not_end_the_search(gemm: Task) -> None:
     """Issue 17, item 3: on the baseline the Polly build takes the first batch's last place whatever its score; a
     Polly build as the parent takes flags only, so the proposals also go on from the best gcc build."""

@@ -201,6 +201,11 @@ class Nest:
         x, y = b.origins.get(x, x), b.origins.get(y, y)  # a view of a parameter is that parameter here
         if x == y:
             return True
+        rx, ry = b.rotations.get(x), b.rotations.get(y)
+        if rx is not None or ry is not None:  # pointers taking turns: two of one rotation never hold the same object
+            if rx is not None and rx == ry:
+                return False
+            return any(self._may_alias(b, p, q) for p in (rx.params if rx else (x,)) for q in (ry.params if ry else (y,)))
         if x in b.fresh or y in b.fresh:
             return False  # a block an allocator returned, held for good: no other object overlaps it
         dx, dy = b.decls.get(x), b.decls.get(y)
@@ -638,6 +643,14 @@ def nests(source: str, assume_noalias: bool = False, approximate: bool = False) 
     data = source.encode()
     tree = parse(data)
     out = []
+
+    def add(n: ts.Node, func: ts.Node) -> None:
+        nest = Nest(source, data, tree.root_node, func, n, assume_noalias, approximate)
+        out.append(nest)
+        if not nest.known:
+            for inner in sweeps(n) or []:
+                add(inner, func)
+
     for n in _walk(tree.root_node):
         if n.type != "for_statement":
             continue
@@ -645,5 +658,24 @@ def nests(source: str, assume_noalias: bool = False, approximate: bool = False) 
         func = next((a for a in ups if a.type == "function_definition"), None)
         if func is None or any(a.type == "for_statement" for a in ups) or any(a.type == "ERROR" for a in ups):
             continue
-        out.append(Nest(source, data, tree.root_node, func, n, assume_noalias, approximate))
+        add(n, func)
     return out
+
+
+def sweeps(loop: ts.Node) -> list[ts.Node] | None:
+    """The nests a loop runs one after another when nothing else in its body touches memory (a time loop: `for t {
+    for i ...; for i ...; double *sw = src; src = dst; dst = sw; }`): the `for` statements directly in its body, when
+    its other statements read and write only names (no subscript, dereference or call). A time loop the model cannot
+    take whole (the swap) is analysed nest by nest, each for one iteration of it at a time, so a move on such a
+    nest never crosses the time loop. None for any other loop."""
+    body = _field(loop, "body")
+    if body is None or body.type != "compound_statement":
+        return None
+    inner = []
+    for s in body.named_children:
+        if s.type == "for_statement":
+            inner.append(s)
+        elif s.type != "comment" and any(x.type in ("subscript_expression", "pointer_expression", "call_expression",
+                                                    "field_expression") for x in _walk(s)):
+            return None
+    return inner or None

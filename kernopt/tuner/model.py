@@ -364,6 +364,125 @@ def _views(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, str
     return out
 
 
+@dataclass(frozen=True)
+class Rotation:
+    """Local pointers that take turns holding distinct parameters (`double *src = u, *dst = tmp;` and, in a time
+    loop, `double *sw = src; src = dst; dst = sw;`): at every point outside their swaps each member holds one of
+    `params`, no two members the same one."""
+
+    members: frozenset[str]
+    params: frozenset[str]
+
+
+def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Rotation]:
+    """The function's rotations (name -> its Rotation), where proven: each member a local pointer declared once and
+    initialized from a pointer parameter (through casts) that nothing changes, the members' parameters pairwise
+    different, and every other mention of a member a subscript (`src[p]`) or part of a swap. A swap is a run of
+    consecutive statements of one block, outside the nest, that declares temporaries from members (`double *sw =
+    src;`, used nowhere else) and assigns members from members or temporaries (`src = dst;`) so that they end holding
+    a permutation of what they held. Anything else (a member passed to a call, `src + 1`, a swap that loses a value,
+    a `goto` that could enter a swap halfway) and the member's group is no rotation."""
+    body = _field(func, "body")
+    if body is None or any(n.type in ("goto_statement", "labeled_statement") for n in _walk(body)):
+        return {}
+    count: dict[str, int] = {}
+    for n in _walk(func):
+        if n.type in ("declaration", "parameter_declaration"):
+            for x in n.children_by_field_name("declarator"):
+                count[_declarator(x)[0]] = count.get(_declarator(x)[0], 0) + 1
+    changed = _changed(func)
+    start: dict[str, str] = {}  # candidate member -> the parameter it is initialized from
+    for name, d in decls.items():
+        if d.where != "local" or d.derivs[:1] != ("*",) or count.get(name) != 1 or d.node is None:
+            continue
+        for x in d.node.children_by_field_name("declarator"):
+            v = _uncast(_field(x, "value")) if x.type == "init_declarator" and _declarator(x)[0] == name else None
+            origin = decls.get(_text(v)) if v is not None and v.type == "identifier" else None
+            if origin is not None and origin.where == "param" and origin.derivs and origin.name not in changed:
+                start[name] = origin.name
+
+    def swap_step(s: ts.Node) -> tuple[str, str] | None:
+        """(target, source) of `x = y;` or `T *x = y;` (one declarator), else None."""
+        if s.type == "expression_statement" and s.named_child_count == 1:
+            e = s.named_children[0]
+            if e.type == "assignment_expression" and _text(_field(e, "operator")) == "=":
+                left, right = _field(e, "left"), _uncast(_field(e, "right"))
+                if left is not None and left.type == "identifier" and right is not None and right.type == "identifier":
+                    return _text(left), _text(right)
+        if s.type == "declaration" and len(s.children_by_field_name("declarator")) == 1:
+            x = s.children_by_field_name("declarator")[0]
+            v = _uncast(_field(x, "value")) if x.type == "init_declarator" else None
+            if v is not None and v.type == "identifier" and _declarator(x)[1][:1] == ("*",):
+                return _declarator(x)[0], _text(v)
+        return None
+
+    # the runs of swap steps that mention a candidate, each checked by running it on symbols
+    bad: set[str] = set()
+    swaps: list[tuple[ts.Node, set[str]]] = []  # (a statement of a swap, the members it mentions)
+    temps: dict[str, ts.Node] = {}  # a temporary -> its run's block
+    links: list[set[str]] = []
+    for block in (n for n in _walk(body) if n.type == "compound_statement"):
+        run: list[tuple[ts.Node, tuple[str, str]]] = []
+        for s in [*block.named_children, None]:
+            step = swap_step(s) if s is not None else None
+            if step is not None and (step[0] in start or step[1] in start or step[1] in {t for _, (t, _) in run}):
+                run.append((s, step))
+                continue
+            if run:
+                value: dict[str, str | None] = {}
+                touched, local = set(), set()
+                escapes = False  # a name neither member nor temporary assigned from one: a copy that escapes
+                for st, (target, source) in run:
+                    if st.type == "declaration":
+                        local.add(target)
+                    elif target in start:
+                        touched.add(target)
+                    else:
+                        escapes = True
+                    if source in start:
+                        touched.add(source)
+                    value[target] = value.get(source, source) if (source in start or source in local) else None
+                members = touched
+                final = [value.get(m, m) for m in members]
+                inside = top.start_byte <= block.start_byte < top.end_byte
+                if escapes or inside or sorted(f for f in final if f is not None) != sorted(members) \
+                        or any(count.get(t) != 1 for t in local):
+                    bad |= members
+                else:
+                    links.append(members)
+                    swaps += [(st, members) for st, _ in run]
+                    temps.update({t: block for t in local})
+                run = []
+    in_swap = {st.id for st, _ in swaps}
+    for x in _walk(body):  # every other mention of a member is a subscript; a temporary's are in its swap
+        if x.type != "identifier":
+            continue
+        name, up = _text(x), x.parent
+        if name in start:
+            if up is not None and up.type == "subscript_expression" and _field(up, "argument") == x:
+                continue
+            if any(a.id in in_swap for a in _ancestors(x)) or (up is not None and up.type.endswith("declarator")):
+                continue  # in a swap, or its own declaration (the only one: declared once)
+            bad.add(name)
+        elif name in temps and not any(a.id in in_swap for a in _ancestors(x)):
+            bad |= {m for st, ms in swaps if any(_declarator(d)[0] == name for d in st.children_by_field_name(
+                "declarator")) for m in ms}
+    # groups: members linked by a swap, all good, their parameters pairwise different
+    groups: list[set[str]] = []
+    for link in links:
+        joined = [g for g in groups if g & link]
+        merged = set(link).union(*joined)
+        groups = [g for g in groups if not g & link] + [merged]
+    out: dict[str, Rotation] = {}
+    for g in groups:
+        params = [start[m] for m in g]
+        if len(g) < 2 or g & bad or len(set(params)) != len(params):
+            continue
+        rot = Rotation(frozenset(g), frozenset(params))
+        out.update({m: rot for m in g})
+    return out
+
+
 _ALLOCATORS = frozenset({"malloc", "calloc", "aligned_alloc"})
 
 
@@ -529,6 +648,7 @@ class _Builder:
         self.shadowing = declared_names(func)
         self.origins = _views(func, top, self.decls)
         self.fresh = _fresh(func, top, self.decls)
+        self.rotations = _rotations(func, top, self.decls)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []

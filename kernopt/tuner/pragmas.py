@@ -232,14 +232,17 @@ def dependence_verdicts(analysed: str, loops: list[Loop]) -> Verdicts:
         keyed.setdefault((loop.line, loop.var, loop.depth), []).append(loop)
     # more overlap only adds dependences; an over-approximated access or bound only adds dependences too
     analysed_nests = nests(analysed, assume_noalias=True, approximate=True)
+    # a nest's loop depths count from its top, which is inside a time loop for a sweep (deps.sweeps)
+    base = {id(nest): sum(a.type == "for_statement" for a in _ancestors(nest.top)) for nest in analysed_nests}
     seen: dict[tuple[int, str | None, int], int] = {}
     for nest in analysed_nests:
         for info in nest.loops:
-            seen[(info.line, info.var, info.depth)] = seen.get((info.line, info.var, info.depth), 0) + 1
+            key = (info.line, info.var, info.depth + base[id(nest)])
+            seen[key] = seen.get(key, 0) + 1
     out = Verdicts()
     for nest in analysed_nests:
         for info in nest.loops:
-            key = (info.line, info.var, info.depth)
+            key = (info.line, info.var, info.depth + base[id(nest)])
             match = keyed.get(key, [])
             if len(match) != 1 or seen[key] != 1:  # two loops one key (a macro's loop): the same text tells them apart
                 match = [lp for lp in match if lp.start == info.node.start_byte]

@@ -27,7 +27,7 @@ import islpy as isl
 import tree_sitter as ts
 
 from kernopt.tuner.cloops import parse
-from kernopt.tuner.deps import Nest, Stmt, nests
+from kernopt.tuner.deps import Nest, Stmt, nests, sweeps
 
 MAX_STMTS = 16  # beyond these the scheduler may take long: "don't know", no move
 MAX_DEPTH = 6
@@ -121,8 +121,11 @@ def _ctx() -> isl.Context:
 
 
 def regions(source: str) -> list[tuple[str, list[ts.Node]]]:
-    """Runs of consecutive `for` statements directly in a function body, with only comments and pragmas between."""
+    """Runs of consecutive `for` statements directly in a function body, with only comments and pragmas between; and
+    the same in the body of a time loop the model cannot take whole (deps.sweeps: the nests it runs one after
+    another, each scheduled for one of its iterations)."""
     tree = parse(source.encode())
+    split = {n.top.start_byte for n in nests(source, assume_noalias=True) if not n.known}
     out: list[tuple[str, list[ts.Node]]] = []
     for func in _descendants(tree.root_node, "function_definition"):
         body = func.child_by_field_name("body")
@@ -130,19 +133,26 @@ def regions(source: str) -> list[tuple[str, list[ts.Node]]]:
         name = _func_name(decl)
         if body is None:
             continue
-        run: list[ts.Node] = []
-        for child in body.named_children:
-            if child.type == "for_statement":
-                run.append(child)
-            elif child.type == "comment" or (child.type == "preproc_call" and b"pragma" in (child.text or b"")):
-                continue
-            else:
-                if run:
-                    out.append((name, run))
-                run = []
-        if run:
-            out.append((name, run))
+        bodies = [body] + [loop.child_by_field_name("body") for loop in _descendants(body, "for_statement")
+                           if loop.start_byte in split and sweeps(loop)]
+        for block in bodies:
+            _runs(name, block, out)
     return out
+
+
+def _runs(name: str, body: ts.Node, out: list[tuple[str, list[ts.Node]]]) -> None:
+    run: list[ts.Node] = []
+    for child in body.named_children:
+        if child.type == "for_statement":
+            run.append(child)
+        elif child.type == "comment" or (child.type == "preproc_call" and b"pragma" in (child.text or b"")):
+            continue
+        else:
+            if run:
+                out.append((name, run))
+            run = []
+    if run:
+        out.append((name, run))
 
 
 def _func_name(decl: ts.Node | None) -> str:

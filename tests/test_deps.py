@@ -221,7 +221,7 @@ def test_affine_and_data_dependent_conditions() -> None:
 
 @pytest.mark.parametrize(("body", "why"), [
     ("x[idx[i]] += 1.0;", "subscript outside the model"),  # non-affine subscript on a written array
-    ("x[i * i] = 1.0;", "not affine"),
+    ("x[i * (i - 1)] = 1.0;", "delinearize"),  # i = 0 and i = 1 write x[0] (x[i * i] is proven: rows [i², (i+1)²))
     ("x[i] = f(x[i]);", "call to `f`"),  # a call with unknown effects
     ("*p = x[i];", "assignment to `*p`"),
     ("while (x[i] > 1) x[i] /= 2;", "while"),
@@ -551,3 +551,41 @@ def test_a_time_loop_that_touches_memory_itself_is_not_split_into_sweeps() -> No
     # `u[0] = 0` between the sweeps: the loop is no plain sequence of sweeps, so no nest inside it is analysed alone
     source = PING_PONG.replace("double *sw = src;", "u[0] = 0.0;\n        double *sw = src;")
     assert [n.known for n in nests(source)] == [False]
+
+
+PACKED = """void k(long n, const double *restrict x, double *restrict g) {
+    for (long i = 1; i < n; i++) {
+        double *row = g + i * (i - 1) / 2;
+        for (long j = 0; j < i; j++)
+            row[j] = x[i] - x[j];
+    }
+}
+"""
+
+
+def test_a_packed_triangle_has_disjoint_rows() -> None:
+    # row i is g[i(i-1)/2 .. i(i+1)/2): the rows never overlap, so both loops are parallel; the same written flat
+    nest = nests(PACKED)[0]
+    assert nest.known, nest.reason
+    assert [nest.parallel(lp.index) for lp in nest.loops] == [True, True]
+    flat = nests("""void k(long n, const double *restrict x, double *restrict g) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j <= i; j++)
+            g[i * (i + 1) / 2 + j] = x[i] * x[j];
+}
+""")[0]
+    assert flat.known and [flat.parallel(lp.index) for lp in flat.loops] == [True, True], flat.reason
+
+
+@pytest.mark.parametrize(("edit", "why"), [
+    (("j < i;", "j <= i;"), "delinearize"),  # a row one element too long: its last is the next row's first
+    (("row[j] = x[i] - x[j];", "{ row[j] = x[i] - x[j]; row[j + 1] += 1.0; }"), "delinearize"),  # the same
+    (("i * (i - 1) / 2", "i * i / 2"), "outside the model"),  # truncation: i*i/2 is no polynomial
+    (("i * (i - 1) / 2", "(i * (i - 1) / 2 - 3 * i)"), "delinearize"),  # rows start lower and lower: overlap
+    (("x[i] - x[j]", "g[j * (j - 1) / 2 + i]"), "delinearize"),  # another layout of g beside the rows
+])
+def test_packed_rows_that_may_overlap_are_dont_know(edit: tuple[str, str], why: str) -> None:
+    source = PACKED.replace(*edit)
+    assert source != PACKED
+    outer = nests(source)[0]
+    assert not outer.known and why in outer.reason, outer.reason

@@ -442,6 +442,18 @@ def test_a_ping_pong_time_loop_gets_its_sweep_parallelized_and_it_verifies(tmp_p
     assert result.verification.race_check == "clean", result.verification.race_detail
 
 
+def test_a_packed_triangle_gets_its_row_loop_parallelized_and_it_verifies(tmp_path: Path,
+                                                                        monkeypatch: pytest.MonkeyPatch) -> None:
+    """rbf_gram_soa writes row i of a packed triangle through `double *row = g + i * (i - 1) / 2`: the rows are
+    proven disjoint, so the i loop's `parallel for` (dynamic: the rows grow) comes first, and it verifies."""
+    task = load_task(ROOT / "tasks/loops/rbf_gram_soa")
+    first = TunerPolicy().propose(state_for(task), 4)
+    assert first[0].idea == "add `#pragma omp parallel for schedule(dynamic, 16)` on the i loop (line 14)", first[0].idea
+    result = untimed(task, first[0], monkeypatch, tmp_path)
+    assert result.status == "ok", f"{result.status}: {result.reason}\n{result.log[-1500:]}"
+    assert result.verification.race_check == "clean", result.verification.race_detail
+
+
 def test_the_polly_build_is_tried_in_the_first_batch_and_a_polly_parent_does_not_end_the_search(gemm: Task) -> None:
     """Issue 17, item 3: on the baseline the Polly build takes the first batch's last place whatever its score; a
     Polly build as the parent takes flags only, so the proposals also go on from the best gcc build."""

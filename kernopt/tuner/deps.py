@@ -37,6 +37,7 @@ from __future__ import annotations
 import itertools
 import re
 from dataclasses import dataclass
+from fractions import Fraction
 
 import islpy as isl
 import tree_sitter as ts
@@ -59,6 +60,7 @@ from kernopt.tuner.model import (  # noqa: F401  (PURE, declared_names, _declara
     _field,
     _ident,
     _isl_poly,
+    _mul,
     _param,
     _pure_functions,
     _split,
@@ -233,6 +235,9 @@ class Nest:
         decl = b.decls.get(a.array)
         if len(a.dims) != 1 or decl is None or "@" in a.array:
             return [_isl_poly(d, loop_vars) for d in a.dims]
+        packed = self._packed(a, dom, s, loop_vars)
+        if packed is not None:
+            return packed
         layout = self._layout(a.array, b)
         if layout is None:
             raise Unknown(f"`{a.text}`: the flat subscripts of `{a.array}` are not affine and do not delinearize")
@@ -260,6 +265,36 @@ class Nest:
                 raise Unknown(f"`{a.text}`: cannot prove `{_isl_expr_c(subs[here])}` lies in "
                               f"[0, {stride[0]}), so the flat index may not delinearize")
         return [_isl_poly(d, loop_vars) for d in subs]
+
+    def _packed(self, a: Access, dom: isl.Set, s: Stmt, loop_vars: set[str]) -> list[str] | None:
+        """A packed triangle's rows (`g[i * (i - 1) / 2 + j]`, or `row[j]` through `double *row = g + i * (i - 1) /
+        2;`): a flat subscript Q(i) + e, Q the terms with the loop variable i (squared in one of them), e affine. Where
+        every access of the array in the nest has the same Q and its e lies in [0, Q(i + 1) - Q(i)) on its domain
+        (that width affine), row i is the elements [Q(i), Q(i + 1)), rows of different i never overlap (the width is
+        >= 1 at every i accessed, and affine in i, so Q increases between them), and (i, e) names the element: the
+        access is [i, e]. None where that is not proven (the caller then tries the flat layouts)."""
+        p = a.dims[0] if a.dims is not None and len(a.dims) == 1 else {}
+        rows = {v for m in p for v in m if v in loop_vars and m.count(v) > 1}
+        if len(rows) != 1:
+            return None
+        (i,) = rows
+        q = {m: c for m, c in p.items() if i in m}
+        for st in self.stmts:
+            for other in st.accesses:
+                if other.array == a.array and (other.dims is None or len(other.dims) != 1
+                                               or {m: c for m, c in other.dims[0].items() if i in m} != q):
+                    return None
+        e = {m: c for m, c in p.items() if i not in m}
+        width = _add(_shift(q, i), q, -1)
+        if any(sum(v in loop_vars for v in m) > 1 for m in (*e, *width)) or \
+                any(Fraction(c).denominator != 1 for c in (*e.values(), *width.values())):
+            return None
+        e_text = _isl_poly({m: int(c) for m, c in e.items()}, loop_vars)
+        w_text = _isl_poly({m: int(c) for m, c in width.items()}, loop_vars)
+        bound = isl.Set(f"[{', '.join(_param(x) for x in self.params)}] -> "
+                        f"{{ {s.name}[{', '.join(_ident(self.loops[k].var) for k in s.loops)}] : "
+                        f"0 <= {e_text} < {w_text} }}")
+        return [_ident(i), e_text] if dom.is_subset(bound) else None
 
     def _within(self, dom: isl.Set, s: Stmt, sub: str, stride: str) -> bool:
         """0 <= sub < stride on the whole of the statement's domain."""
@@ -589,6 +624,17 @@ class Nest:
                          f"{'tilable' if self.permutable(band) else 'not tilable'}; skew {self.skew(band)}; "
                          f"wavefront {self.wavefront(band)}")
         return "\n".join(lines)
+
+
+def _shift(p: Poly, var: str) -> Poly:
+    """p with var + 1 for var."""
+    out: Poly = {}
+    for m, c in p.items():
+        term: Poly = {tuple(x for x in m if x != var): c}
+        for _ in range(m.count(var)):
+            term = _mul(term, {(var,): 1, (): 1})
+        out = _add(out, term)
+    return out
 
 
 def _safe(name: str) -> str:

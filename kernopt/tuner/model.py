@@ -27,8 +27,10 @@ parameters (p_x):
 Outside it (`Unknown`, with the reason): pointers, dereferences and commas, calls but to pure functions, a
 non-counted loop, `while`/`do`/`goto`/`break`/`continue`/`return`, a quotient or remainder by anything but a
 positive constant, of unsigned values, or of loop variables in a flat subscript that needs delinearizing or in a
-product (`x[(i % 2) * n]`), unsigned values in a condition, products of loop variables (`i * i`, a packed
-triangle's `i * (i - 1) / 2`), arrays of pointers and pointers assigned in the function (`src = dst`), arrays
+product (`x[(i % 2) * n]`), unsigned values in a condition, products of loop variables (`i * j`; but an exact
+quotient like a packed triangle's `i * (i - 1) / 2` is a polynomial, which deps delinearizes as rows), arrays of
+pointers and pointers assigned in the function (`src = dst`; but pointers that only take turns holding distinct
+parameters are a Rotation, and a time loop that swaps them is analysed sweep by sweep: deps.sweeps), arrays
 through pointers to pointers, data-dependent bounds and subscripts of written arrays (unless `approximate`: then any
 value, see deps), and anything else the walk does not know.
 """
@@ -36,9 +38,11 @@ value, see deps), and anything else the walk does not know.
 from __future__ import annotations
 
 import itertools
+import math
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
+from fractions import Fraction
 
 import tree_sitter as ts
 
@@ -58,7 +62,9 @@ _FLOAT_TYPES = re.compile(r"\b(float|double|_Complex)\b")
 _CMP = {"<": "<", "<=": "<=", ">": ">", ">=": ">=", "==": "="}
 _NOT = {"<": ">=", "<=": ">", ">": "<=", ">=": "<"}  # a comparison's negation
 
-Poly = dict[tuple[str, ...], int]  # monomial (sorted names) -> coefficient; () is the constant
+# monomial (sorted names) -> coefficient; () is the constant. A coefficient is a Fraction only in an exact quotient
+# of a product of loop variables (`i * (i - 1) / 2`, Builder.exact_quotient): deps delinearizes those as packed rows
+Poly = dict[tuple[str, ...], int]
 # A loop that never runs more iterations than this a time (runs_at_most) is worth no loop move: an unroll-and-jam
 # remainder by 4 runs at most 3, and a parallel for, a tiling or a wavefront over it splits nothing
 FEW = 3
@@ -757,8 +763,31 @@ class _Builder:
             op = _text(_field(node, "operator"))
             return _mul(a, b) if op == "*" else _add(a, b, 1 if op == "+" else -1)
         if t == "binary_expression" and _text(_field(node, "operator")) in ("%", "/"):
-            return {(self.remainder(node, loop_vars),): 1}
+            exact = self.exact_quotient(node, loop_vars) if _text(_field(node, "operator")) == "/" else None
+            return exact if exact is not None else {(self.remainder(node, loop_vars),): 1}
         raise Unknown(f"`{_text(node)}` is not an affine expression")
+
+    def exact_quotient(self, node: ts.Node, loop_vars: set[str]) -> Poly | None:
+        """`P / c` for a polynomial P with a product of loop variables (a packed triangle's `i * (i - 1) / 2`) that c,
+        a positive constant, divides for every integer value of its variables (P's value mod c depends only on theirs
+        mod c: each combination is tried): the polynomial P/c, rational coefficients and integer values, which
+        truncation does not change. None where P is affine in the loop variables (`remainder` takes those); Unknown
+        where c may not divide P, or for unsigned arithmetic."""
+        left, right = _field(node, "left"), _field(node, "right")
+        a = self.poly(left, loop_vars)
+        if not any(sum(v in loop_vars for v in m) > 1 for m in a):
+            return None
+        divisor = self.poly(right, set())
+        c = divisor.get((), 0)
+        names = sorted({v for m in a for v in m})
+        if set(divisor) - {()} or c <= 0 or self.unsigned(node) or c ** len(names) > 4096 \
+                or any(not isinstance(v, int) for v in a.values()):
+            raise Unknown(f"`{_text(node)}` is not affine")
+        for values in itertools.product(range(c), repeat=len(names)):
+            at = dict(zip(names, values, strict=True))
+            if sum(v * math.prod(at[x] for x in m) for m, v in a.items()) % c:
+                raise Unknown(f"`{_text(node)}`: {c} may not divide `{_text(left)}`")
+        return {m: Fraction(v, c) for m, v in a.items()}
 
     def fixed_local(self, name: str) -> Poly:
         """An integer local set once before the nest from parameters: a parameter of its own whose definition (its

@@ -204,13 +204,20 @@ class Nest:
         if x == y:
             return True
         rx, ry = b.rotations.get(x), b.rotations.get(y)
-        if rx is not None or ry is not None:  # pointers taking turns: two of one rotation never hold the same object
+        if rx is not None or ry is not None:
+            # pointers taking turns: two of one rotation hold two of its parameters, never one twice
             if rx is not None and rx == ry:
-                return False
+                return any(self._may_alias(b, p, q) for p, q in itertools.combinations(sorted(rx.params), 2))
             return any(self._may_alias(b, p, q) for p in (rx.params if rx else (x,)) for q in (ry.params if ry else (y,)))
+        dx, dy = b.decls.get(x), b.decls.get(y)
+        for name, d in ((x, dx), (y, dy)):
+            # a pointer parameter or member the function assigns (`u = w;`, `s->a = s->b;`), or a name it declares
+            # twice (a parameter `a` and a later block's `double a[4]`): its declaration says nothing here
+            if d is not None and d.derivs and (d.where in ("param", "field") and name in b.changed
+                                               or b.declared.get(name, 0) > 1):
+                return True
         if x in b.fresh or y in b.fresh:
             return False  # a block an allocator returned, held for good: no other object overlaps it
-        dx, dy = b.decls.get(x), b.decls.get(y)
         if dx is None or dy is None:  # an undeclared array: a macro or a header's global
             other = dx or dy
             return other is None or (bool(other.derivs) and not (other.distinct or other.restrict))
@@ -279,6 +286,8 @@ class Nest:
             return None
         (i,) = rows
         q = {m: c for m, c in p.items() if i in m}
+        if any(v in loop_vars and v != i for m in q for v in m):
+            return None  # a row that starts by another loop variable too (`i * (i + j)`): rows of one i may overlap
         for st in self.stmts:
             for other in st.accesses:
                 if other.array == a.array and (other.dims is None or len(other.dims) != 1

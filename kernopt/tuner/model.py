@@ -324,15 +324,29 @@ def _changed(func: ts.Node) -> set[str]:
     return out
 
 
-def _once(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Decl]:
-    """Locals of the function declared once (no other declaration or parameter of the name), before the nest and in a
-    block around it, so every use of the name in the nest is that declaration, and never changed."""
+def _declaration_counts(func: ts.Node) -> dict[str, int]:
+    """How many times the function declares each name (its parameters and locals)."""
     count: dict[str, int] = {}
     for n in _walk(func):
         if n.type in ("declaration", "parameter_declaration"):
             for x in n.children_by_field_name("declarator"):
-                name = _declarator(x)[0]
-                count[name] = count.get(name, 0) + 1
+                count[_declarator(x)[0]] = count.get(_declarator(x)[0], 0) + 1
+    return count
+
+
+def _ancestors_include(node: ts.Node, ancestor: ts.Node) -> bool:
+    up = node.parent
+    while up is not None:
+        if up.id == ancestor.id:
+            return True
+        up = up.parent
+    return False
+
+
+def _once(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Decl]:
+    """Locals of the function declared once (no other declaration or parameter of the name), before the nest and in a
+    block around it, so every use of the name in the nest is that declaration, and never changed."""
+    count = _declaration_counts(func)
     changed = _changed(func)
     out: dict[str, Decl] = {}
     for name, d in decls.items():
@@ -391,11 +405,17 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
     body = _field(func, "body")
     if body is None or any(n.type in ("goto_statement", "labeled_statement") for n in _walk(body)):
         return {}
-    count: dict[str, int] = {}
-    for n in _walk(func):
-        if n.type in ("declaration", "parameter_declaration"):
-            for x in n.children_by_field_name("declarator"):
-                count[_declarator(x)[0]] = count.get(_declarator(x)[0], 0) + 1
+    # a name nothing declares may be a macro (`STEP;`, `F()`, `CAT(d, st) = ...`) that assigns a member unseen
+    root = func
+    while root.parent is not None:
+        root = root.parent
+    known = declared_names(func) | PURE | {_declarator(x)[0] for n in _walk(root) if n.type in (
+        "declaration", "function_definition") and not _ancestors_include(n, func) for x in n.children_by_field_name(
+        "declarator")} | {_text(_field(n, "name")) for n in _walk(root) if n.type == "preproc_def"
+                          and re.fullmatch(r"\(?\s*[-+]?[\d.]+[uUlLfF]*\s*\)?\s*", _text(_field(n, "value")) or "")}
+    if any(x.type == "identifier" and _text(x) not in known for x in _walk(body)):
+        return {}
+    count = _declaration_counts(func)
     changed = _changed(func)
     start: dict[str, str] = {}  # candidate member -> the parameter it is initialized from
     for name, d in decls.items():
@@ -655,6 +675,8 @@ class _Builder:
         self.origins = _views(func, top, self.decls)
         self.fresh = _fresh(func, top, self.decls)
         self.rotations = _rotations(func, top, self.decls)
+        self.changed = _changed(func)
+        self.declared = _declaration_counts(func)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []

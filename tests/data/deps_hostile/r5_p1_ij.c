@@ -1,0 +1,5 @@
+void k(long n, double *restrict g) {
+    for (long i = 0; i < n; i++)
+        for (long j = 0; j < n; j++)
+            g[i * i + i * j + j] = i + j;
+}

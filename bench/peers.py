@@ -127,12 +127,28 @@ def polly_problem() -> str | None:
     return None
 
 
+def same_task(recorded: str, task_dir: Path) -> bool:
+    """A run's task is this task: the same directory, or one of the same suite and name in another checkout (a bench
+    run from a frozen worktree) whose files are byte-identical to this one's."""
+    here = task_dir.resolve()
+    places = {Path(recorded).resolve(), (REPO / recorded).resolve()}
+    if here in places:
+        return True
+    for there in places:
+        if there.parts[-2:] == here.parts[-2:] and there.is_dir():
+            names = {p.name for d in (here, there) for p in d.iterdir() if p.is_file()}
+            if all((here / n).is_file() and (there / n).is_file() and (here / n).read_bytes() == (there / n).read_bytes()
+                   for n in names):
+                return True
+    return False
+
+
 def tuner_candidate(task: Task, task_dir: Path, budget: int, tuner_runs: Path | None, runs_dir: Path) -> tuple[Candidate | None, str]:
     """The tuner's best candidate for the task and a note (budget, run); (None, why) when there is none."""
     if tuner_runs is not None:
         stores = [RunStore(tuner_runs)] if (tuner_runs / "config.json").is_file() else list_runs(tuner_runs)
         mine = [s for s in stores if (s.root / "best" / "candidate.json").is_file() and s.config().policy == "tuner"
-                and task_dir.resolve() in (Path(s.config().task).resolve(), (REPO / s.config().task).resolve())]
+                and same_task(s.config().task, task_dir)]
         if not mine:
             return None, f"no finished tuner run of {task.name} in {tuner_runs}"
         store = mine[-1]  # run ids start with their creation time: the newest

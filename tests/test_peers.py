@@ -306,3 +306,17 @@ def test_verdict_reads_the_two_speed_checks_off_the_table() -> None:
     assert len(lines) == 4  # openmp/b is memory-bound: not one of the compute-bound tasks
     lines = peers.verdict({"openmp/a": row(2.0, 4.0, 1.5)}, {"openmp/a": ("compute", 0.05)})
     assert "**0.38x** (misses" in lines[0] and "tuner 1.50x, below 1.7x" in lines[3]
+
+
+def test_a_bench_run_from_another_checkout_is_the_same_task(tmp_path: Path) -> None:
+    # a bench run from a frozen worktree records that worktree's task path: the same suite/name with byte-identical
+    # files is the same task; a changed file or another suite's task of that name is not
+    here, there, other = tmp_path / "a/tasks/loops/k", tmp_path / "b/tasks/loops/k", tmp_path / "b/tasks/openmp/k"
+    for d in (here, there, other):
+        d.mkdir(parents=True)
+        (d / "kernel.c").write_text("void k(void) {}\n")
+        (d / "task.toml").write_text("name = 'k'\n")
+    assert peers.same_task(str(there), here) and peers.same_task(str(here), here)
+    assert not peers.same_task(str(other), here)
+    (there / "kernel.c").write_text("void k(void) { }\n")
+    assert not peers.same_task(str(there), here)

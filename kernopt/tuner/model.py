@@ -487,8 +487,9 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
         if name in start:
             if up is not None and up.type == "subscript_expression" and _field(up, "argument") == x:
                 continue
-            if any(a.id in in_swap for a in _ancestors(x)) or (up is not None and up.type.endswith("declarator")):
-                continue  # in a swap, or its own declaration (the only one: declared once)
+            if any(a.id in in_swap for a in _ancestors(x)) or (up is not None and up.type.endswith("declarator")
+                                                               and _field(up, "declarator") == x):
+                continue  # in a swap, or its own declaration (the only one: declared once); not another's value
             bad.add(name)
         elif name in temps and not any(a.id in in_swap for a in _ancestors(x)):
             bad |= {m for st, ms in swaps if any(_declarator(d)[0] == name for d in st.children_by_field_name(

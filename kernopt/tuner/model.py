@@ -334,15 +334,6 @@ def _declaration_counts(func: ts.Node) -> dict[str, int]:
     return count
 
 
-def _ancestors_include(node: ts.Node, ancestor: ts.Node) -> bool:
-    up = node.parent
-    while up is not None:
-        if up.id == ancestor.id:
-            return True
-        up = up.parent
-    return False
-
-
 def _once(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Decl]:
     """Locals of the function declared once (no other declaration or parameter of the name), before the nest and in a
     block around it, so every use of the name in the nest is that declaration, and never changed."""
@@ -394,14 +385,16 @@ class Rotation:
     params: frozenset[str]
 
 
-def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str, Rotation]:
+def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl], count: dict[str, int],
+               changed: set[str]) -> dict[str, Rotation]:
     """The function's rotations (name -> its Rotation), where proven: each member a local pointer declared once and
     initialized from a pointer parameter (through casts) that nothing changes, the members' parameters pairwise
     different, and every other mention of a member a subscript (`src[p]`) or part of a swap. A swap is a run of
     consecutive statements of one block, outside the nest, that declares temporaries from members (`double *sw =
     src;`, used nowhere else) and assigns members from members or temporaries (`src = dst;`) so that they end holding
     a permutation of what they held. Anything else (a member passed to a call, `src + 1`, a swap that loses a value,
-    a `goto` that could enter a swap halfway) and the member's group is no rotation."""
+    a `goto` that could enter a swap halfway) and the member's group is no rotation. `count` and `changed` are the
+    function's _declaration_counts and _changed."""
     body = _field(func, "body")
     if body is None or any(n.type in ("goto_statement", "labeled_statement") for n in _walk(body)):
         return {}
@@ -410,13 +403,11 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
     while root.parent is not None:
         root = root.parent
     known = declared_names(func) | PURE | {_declarator(x)[0] for n in _walk(root) if n.type in (
-        "declaration", "function_definition") and not _ancestors_include(n, func) for x in n.children_by_field_name(
+        "declaration", "function_definition") and all(a.id != func.id for a in _ancestors(n)) for x in n.children_by_field_name(
         "declarator")} | {_text(_field(n, "name")) for n in _walk(root) if n.type == "preproc_def"
                           and re.fullmatch(r"\(?\s*[-+]?[\d.]+[uUlLfF]*\s*\)?\s*", _text(_field(n, "value")) or "")}
     if any(x.type == "identifier" and _text(x) not in known for x in _walk(body)):
         return {}
-    count = _declaration_counts(func)
-    changed = _changed(func)
     start: dict[str, str] = {}  # candidate member -> the parameter it is initialized from
     for name, d in decls.items():
         if d.where != "local" or d.derivs[:1] != ("*",) or count.get(name) != 1 or d.node is None:
@@ -445,7 +436,7 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
     # the runs of swap steps that mention a candidate, each checked by running it on symbols
     bad: set[str] = set()
     swaps: list[tuple[ts.Node, set[str]]] = []  # (a statement of a swap, the members it mentions)
-    temps: dict[str, ts.Node] = {}  # a temporary -> its run's block
+    temps: set[str] = set()  # the temporaries of the swaps
     links: list[set[str]] = []
     for block in (n for n in _walk(body) if n.type == "compound_statement"):
         run: list[tuple[ts.Node, tuple[str, str]]] = []
@@ -456,19 +447,18 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
                 continue
             if run:
                 value: dict[str, str | None] = {}
-                touched, local = set(), set()
+                members, local = set(), set()
                 escapes = False  # a name neither member nor temporary assigned from one: a copy that escapes
                 for st, (target, source) in run:
                     if st.type == "declaration":
                         local.add(target)
                     elif target in start:
-                        touched.add(target)
+                        members.add(target)
                     else:
                         escapes = True
                     if source in start:
-                        touched.add(source)
+                        members.add(source)
                     value[target] = value.get(source, source) if (source in start or source in local) else None
-                members = touched
                 final = [value.get(m, m) for m in members]
                 inside = top.start_byte <= block.start_byte < top.end_byte
                 if escapes or inside or sorted(f for f in final if f is not None) != sorted(members) \
@@ -477,7 +467,7 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl]) -> dict[str,
                 else:
                     links.append(members)
                     swaps += [(st, members) for st, _ in run]
-                    temps.update({t: block for t in local})
+                    temps |= local
                 run = []
     in_swap = {st.id for st, _ in swaps}
     for x in _walk(body):  # every other mention of a member is a subscript; a temporary's are in its swap
@@ -675,9 +665,9 @@ class _Builder:
         self.shadowing = declared_names(func)
         self.origins = _views(func, top, self.decls)
         self.fresh = _fresh(func, top, self.decls)
-        self.rotations = _rotations(func, top, self.decls)
         self.changed = _changed(func)
         self.declared = _declaration_counts(func)
+        self.rotations = _rotations(func, top, self.decls, self.declared, self.changed)
         self.fixed = _fixed_locals(func, top, self.decls)
         self.top = top
         self.loops: list[LoopInfo] = []

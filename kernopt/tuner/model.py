@@ -40,6 +40,7 @@ from __future__ import annotations
 import itertools
 import math
 import re
+import typing
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
 from fractions import Fraction
@@ -442,7 +443,7 @@ def _rotations(func: ts.Node, top: ts.Node, decls: dict[str, Decl], count: dict[
         run: list[tuple[ts.Node, tuple[str, str]]] = []
         for s in [*block.named_children, None]:
             step = swap_step(s) if s is not None else None
-            if step is not None and (step[0] in start or step[1] in start or step[1] in {t for _, (t, _) in run}):
+            if s is not None and step is not None and (step[0] in start or step[1] in start or step[1] in {t for _, (t, _) in run}):
                 run.append((s, step))
                 continue
             if run:
@@ -800,7 +801,8 @@ class _Builder:
             at = dict(zip(names, values, strict=True))
             if sum(v * math.prod(at[x] for x in m) for m, v in a.items()) % c:
                 raise Unknown(f"`{_text(node)}`: {c} may not divide `{_text(left)}`")
-        return {m: Fraction(v, c) for m, v in a.items()}
+        # Poly's coefficients are Fractions here, as its comment says (deps reads them as such)
+        return typing.cast(Poly, {m: Fraction(v, c) for m, v in a.items()})
 
     def fixed_local(self, name: str) -> Poly:
         """An integer local set once before the nest from parameters: a parameter of its own whose definition (its

@@ -136,7 +136,8 @@ def regions(source: str) -> list[tuple[str, list[ts.Node]]]:
         bodies = [body] + [loop.child_by_field_name("body") for loop in _descendants(body, "for_statement")
                            if loop.start_byte in split and sweeps(loop)]
         for block in bodies:
-            _runs(name, block, out)
+            if block is not None:
+                _runs(name, block, out)
     return out
 
 

@@ -4,6 +4,7 @@ compiled here."""
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
@@ -11,7 +12,13 @@ from pathlib import Path
 import pytest
 
 from kernopt.candidate import Candidate
-from kernopt.evaluators.c_family.static_gate import MAX_SOURCE_BYTES, check_object, check_source, strip_comments_and_strings
+from kernopt.evaluators.c_family.static_gate import (
+    MAX_SOURCE_BYTES,
+    allowed_symbol,
+    check_object,
+    check_source,
+    strip_comments_and_strings,
+)
 from kernopt.task import Task, load_task
 
 HACKS = Path(__file__).resolve().parent / "hacks"
@@ -271,6 +278,19 @@ def test_clean_objects_pass(task: Task, tmp_path: Path, source: str) -> None:
 def test_clean_object_passes_at_every_level(task: Task, tmp_path: Path) -> None:
     for flags in (("-O0",), ("-O1", "-fopenmp"), ("-O3", "-march=native", "-fopenmp"), ("-O2", "-fstack-protector-all")):
         assert check_object(task, *inspect(tmp_path, PARALLEL, flags)) is None, flags
+
+
+@needs_binutils
+def test_libgcc_integer_helpers_pass(task: Task, tmp_path: Path) -> None:
+    """128-bit division is a call to libgcc (__divmodti4 or __divti3): gcc's graphite emits one for a loop bound, and
+    a candidate may write one; pure arithmetic, so the object gate admits it (and still nothing else: printf)."""
+    wide = kernel("""    __int128 q = (__int128)n * 1000000007 / (n + 3), r = (__int128)n * 1000000007 % (n + 3);
+    c[0] = (double)q + (double)r; (void)a; (void)b;""")
+    nm = inspect(tmp_path, wide)[0]
+    assert re.search(r"__(div|mod|divmod)ti[34]", nm), nm
+    assert check_object(task, *inspect(tmp_path, wide)) is None
+    assert allowed_symbol("__divmodti4") and allowed_symbol("__udivti3") and not allowed_symbol("__divmodti5")
+    assert not allowed_symbol("__printf_chk")
 
 
 BAD_OBJECTS = {

@@ -221,6 +221,15 @@ _ALLOWED_EXACT = set(_LIBM) | {f + "f" for f in _LIBM} | {f + "l" for f in _LIBM
     "__gxx_personality_v0", "_Unwind_Resume", "__cxa_begin_catch", "__cxa_end_catch",
     "__cxa_rethrow", "__cxa_throw", "__cxa_allocate_exception", "__cxa_free_exception",
     "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort", "__dso_handle",
+} | {  # libgcc's integer arithmetic on 128-bit (and on x86-32, 64-bit) values: pure functions of their arguments
+    # (gcc's graphite emits __divmodti4 for a loop bound it computes in 128 bits: tasks/loops/fir_bank)
+    f"__{op}{w}{n}" for op, n in (("div", 3), ("mod", 3), ("udiv", 3), ("umod", 3), ("divmod", 4), ("udivmod", 4),
+                                  ("mul", 3), ("mulo", 4), ("neg", 2), ("ashl", 3), ("ashr", 3), ("lshr", 3),
+                                  ("clz", 2), ("ctz", 2), ("ffs", 2), ("popcount", 2), ("parity", 2))
+    for w in ("di", "ti")
+} | {  # and their conversions to and from floating point
+    f"__{k}{a}{b}" for k, a, b in [("float", w, f) for w in ("di", "ti", "undi", "unti") for f in ("sf", "df", "xf")]
+    + [("fix", f, w) for f in ("sf", "df", "xf") for w in ("di", "ti")] + [("fixuns", f, w) for f in ("sf", "df", "xf") for w in ("di", "ti")]
 }
 _ALLOWED_PATTERN = re.compile(
     r"^(omp_(?!get_wtime|get_wtick)\w+|GOMP_\w+|__kmpc_\w+|MPI_(?!Wtime|Wtick)[A-Z]\w*|ompi_mpi_\w+|ompi_request_null"

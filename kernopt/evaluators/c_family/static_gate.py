@@ -217,7 +217,7 @@ _ALLOWED_EXACT = set(_LIBM) | {f + "f" for f in _LIBM} | {f + "l" for f in _LIBM
     "malloc", "calloc", "realloc", "free", "aligned_alloc", "posix_memalign",
     "memcpy", "memmove", "memset", "memcmp", "qsort", "bsearch", "abs", "labs", "llabs",
     "__stack_chk_fail", "__stack_chk_guard", "_GLOBAL_OFFSET_TABLE_", "__assert_fail",
-    "__muldc3", "__divdc3", "__mulsc3", "__divsc3", "__popcountdi2",
+    "__muldc3", "__divdc3", "__mulsc3", "__divsc3",
     "__gxx_personality_v0", "_Unwind_Resume", "__cxa_begin_catch", "__cxa_end_catch",
     "__cxa_rethrow", "__cxa_throw", "__cxa_allocate_exception", "__cxa_free_exception",
     "__cxa_guard_acquire", "__cxa_guard_release", "__cxa_guard_abort", "__dso_handle",
@@ -227,10 +227,9 @@ _ALLOWED_EXACT = set(_LIBM) | {f + "f" for f in _LIBM} | {f + "l" for f in _LIBM
                                   ("mul", 3), ("mulo", 4), ("neg", 2), ("ashl", 3), ("ashr", 3), ("lshr", 3),
                                   ("clz", 2), ("ctz", 2), ("ffs", 2), ("popcount", 2), ("parity", 2))
     for w in ("di", "ti")
-} | {  # and their conversions to and from floating point
-    f"__{k}{a}{b}" for k, a, b in [("float", w, f) for w in ("di", "ti", "undi", "unti") for f in ("sf", "df", "xf")]
-    + [("fix", f, w) for f in ("sf", "df", "xf") for w in ("di", "ti")] + [("fixuns", f, w) for f in ("sf", "df", "xf") for w in ("di", "ti")]
-}
+} | {  # and their conversions to floating point (__floattidf) and back (__fixunsdfti)
+    f"__float{w}{f}" for w in ("di", "ti", "undi", "unti") for f in ("sf", "df", "xf")
+} | {f"__{k}{f}{w}" for k in ("fix", "fixuns") for f in ("sf", "df", "xf") for w in ("di", "ti")}
 _ALLOWED_PATTERN = re.compile(
     r"^(omp_(?!get_wtime|get_wtick)\w+|GOMP_\w+|__kmpc_\w+|MPI_(?!Wtime|Wtick)[A-Z]\w*|ompi_mpi_\w+|ompi_request_null"
     r"|ompi_message_\w+|_ZSt\w+|_ZNSt\w+|_ZNKSt\w+|_Znwm|_Znam|_ZdlPv\w*|_ZdaPv\w*|__\w+_finite)$"
